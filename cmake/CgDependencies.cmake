@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: Apache-2.0
+# Detection of collguard's optional dependencies. Each sets CG_HAVE_<X> to
+# 1 or 0 and, when found, an imported target the layers link.
+find_package(PkgConfig QUIET)
+set(THREADS_PREFER_PTHREAD_FLAG ON)
+find_package(Threads REQUIRED)
+
+set(CG_HAVE_CUDA 0)
+if(CG_WITH_CUDA)
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND AND TARGET CUDA::cudart_static)
+    set(CG_HAVE_CUDA 1)
+  endif()
+endif()
+
+set(CG_HAVE_NCCL 0)
+if(CG_WITH_NCCL)
+  find_path(CG_NCCL_INCLUDE nccl.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include)
+  find_library(CG_NCCL_LIBRARY nccl
+               HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  if(CG_NCCL_INCLUDE AND CG_NCCL_LIBRARY)
+    set(CG_HAVE_NCCL 1)
+    file(STRINGS ${CG_NCCL_INCLUDE}/nccl.h _cg_nccl_ver REGEX "define NCCL_VERSION_CODE")
+    message(STATUS "NCCL: ${CG_NCCL_INCLUDE} ${_cg_nccl_ver}")
+  endif()
+endif()
+
+set(CG_HAVE_MPI 0)
+if(CG_WITH_MPI)
+  find_package(MPI QUIET COMPONENTS C)
+  if(MPI_C_FOUND)
+    set(CG_HAVE_MPI 1)
+  endif()
+endif()
+
+set(CG_HAVE_UCX 0)
+if(CG_WITH_UCX AND PkgConfig_FOUND)
+  pkg_check_modules(UCX QUIET IMPORTED_TARGET ucx)
+  if(UCX_FOUND)
+    set(CG_HAVE_UCX 1)
+  endif()
+endif()
+
+set(CG_HAVE_CRITERION 0)
+if(PkgConfig_FOUND)
+  pkg_check_modules(CRITERION QUIET IMPORTED_TARGET criterion)
+  if(CRITERION_FOUND)
+    set(CG_HAVE_CRITERION 1)
+  endif()
+endif()

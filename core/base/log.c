@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Log line formatting and the default stderr sink. A line is built whole and
+ * written with one write(2), so lines from several ranks sharing a terminal
+ * do not interleave. Part of core/base; calls nothing.
+ */
+#include "core/base/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const cg__level_names[] = {"NONE", "ERROR", "WARN",
+                                              "INFO", "DEBUG", "TRACE"};
+
+void cg_log_init(cg_log_t *log, cg_log_level_t level, int rank)
+{
+    log->level = level;
+    log->rank = rank;
+    log->sink = NULL;
+    log->sink_arg = NULL;
+}
+
+void cg_log_set_sink(cg_log_t *log, cg_log_sink_fn sink, void *arg)
+{
+    log->sink = sink;
+    log->sink_arg = arg;
+}
+
+void cg__log(const cg_log_t *log, cg_log_level_t level, const char *file,
+             int line, const char *fmt, ...)
+{
+    char buf[1024];
+    int saved_errno = errno; /* callers may log "%m" after us */
+    const char *base = strrchr(file, '/');
+    size_t n;
+    va_list ap;
+
+    base = base ? base + 1 : file;
+    if (log->rank >= 0)
+        n = (size_t)snprintf(buf, sizeof(buf), "[collguard %d:%d] %s %s:%d ",
+                             log->rank, (int)getpid(), cg__level_names[level],
+                             base, line);
+    else
+        n = (size_t)snprintf(buf, sizeof(buf), "[collguard -:%d] %s %s:%d ",
+                             (int)getpid(), cg__level_names[level], base, line);
+    if (n >= sizeof(buf))
+        n = sizeof(buf) - 1;
+    va_start(ap, fmt);
+    errno = saved_errno;
+    vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
+    va_end(ap);
+    errno = saved_errno;
+
+    if (log->sink != NULL) {
+        log->sink(log->sink_arg, level, buf);
+        return;
+    }
+    n = strlen(buf);
+    if (n > sizeof(buf) - 2)
+        n = sizeof(buf) - 2;
+    buf[n++] = '\n';
+    ssize_t w = write(STDERR_FILENO, buf, n);
+    (void)w;
+}

@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The configuration table: every variable collguard reads, declared once with
+ * its type, default, accepted form and documentation, so parsing, the
+ * `collguard-info -c` listing and the README table cannot drift apart.
+ * Layer: core; calls core/base only.
+ */
+#include "core/config.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/error.h"
+#include "core/base/parse.h"
+
+typedef enum {
+    CG__T_ENUM,
+    CG__T_SIZE,
+    CG__T_SIZE_OR_FRAC,
+    CG__T_FRACTION,
+    CG__T_DURATION,
+    CG__T_INT,
+    CG__T_STRING
+} cg__type_t;
+
+typedef struct {
+    cg_config_id_t id;
+    const char *name;
+    const char *aliases[2]; /* other names read, in order, if name unset */
+    cg__type_t type;
+    const char *defval;
+    size_t offset;
+    const char *const *enum_names; /* CG__T_ENUM: index = value */
+    int64_t min, max;              /* CG__T_INT bounds */
+    uint64_t bare_unit_ns;         /* CG__T_DURATION: unit of a bare number */
+    const char *doc;
+} cg__field_t;
+
+#define CG__OFF(f) offsetof(cg_config_t, f)
+
+static const char *const cg__log_levels[] = {"none", "error", "warn", "info",
+                                             "debug", "trace", NULL};
+static const char *const cg__probes[] = {"auto", "host", "cuda", NULL};
+static const char *const cg__transports[] = {"auto", "ucx", "socket", NULL};
+
+static const cg__field_t cg__fields[CG_CFG_COUNT] = {
+    {CG_CFG_LOG_LEVEL, "CG_LOG_LEVEL", {NULL, NULL}, CG__T_ENUM, "warn",
+     CG__OFF(log_level), cg__log_levels, 0, 0, 0,
+     "Log verbosity: none, error, warn, info, debug, trace."},
+    {CG_CFG_MEM_PROBE, "CG_MEM_PROBE", {NULL, NULL}, CG__T_ENUM, "auto",
+     CG__OFF(mem_probe), cg__probes, 0, 0, 0,
+     "Memory the governor watches: auto (the current GPU when CUDA sees one, "
+     "else host), host, cuda."},
+    {CG_CFG_MEM_RESERVE, "CG_MEM_RESERVE", {NULL, NULL}, CG__T_SIZE_OR_FRAC,
+     "5%", CG__OFF(mem_reserve), NULL, 0, 0, 0,
+     "Memory left untouched for the framework: a size (1G) or a percentage "
+     "of total (5%). budget = max(0, free - reserve) * fraction."},
+    {CG_CFG_MEM_FRACTION, "CG_MEM_FRACTION", {NULL, NULL}, CG__T_FRACTION,
+     "25%", CG__OFF(mem_fraction), NULL, 0, 0, 0,
+     "Share of free memory above the reserve that collguard's buffers may "
+     "use (25% or 0.25)."},
+    {CG_CFG_FUSION_THRESHOLD, "CG_FUSION_THRESHOLD",
+     {"HOROVOD_FUSION_THRESHOLD", NULL}, CG__T_SIZE, "128MiB",
+     CG__OFF(fusion_threshold), NULL, 0, 0, 0,
+     "Largest fusion buffer (bytes or 64M); 0 disables fusion. The governor "
+     "may choose less, never more."},
+    {CG_CFG_FUSION_MIN, "CG_FUSION_MIN", {NULL, NULL}, CG__T_SIZE, "1MiB",
+     CG__OFF(fusion_min), NULL, 0, 0, 0,
+     "Floor of the fusion buffer under pressure."},
+    {CG_CFG_CHUNK_SIZE, "CG_CHUNK_SIZE", {NULL, NULL}, CG__T_SIZE, "4MiB",
+     CG__OFF(chunk_size), NULL, 0, 0, 0,
+     "Largest pipeline chunk of ring collectives."},
+    {CG_CFG_CHUNK_MIN, "CG_CHUNK_MIN", {NULL, NULL}, CG__T_SIZE, "64KiB",
+     CG__OFF(chunk_min), NULL, 0, 0, 0,
+     "Floor the chunk halves down to under pressure."},
+    {CG_CFG_NCCL_BUFFSIZE, "CG_NCCL_BUFFSIZE", {"NCCL_BUFFSIZE", NULL},
+     CG__T_SIZE, "4MiB", CG__OFF(nccl_buffsize), NULL, 0, 0, 0,
+     "Largest NCCL_BUFFSIZE the governor exports before NCCL starts; a "
+     "user-set NCCL_BUFFSIZE is respected as the cap."},
+    {CG_CFG_NCCL_BUFFSIZE_MIN, "CG_NCCL_BUFFSIZE_MIN", {NULL, NULL},
+     CG__T_SIZE, "256KiB", CG__OFF(nccl_buffsize_min), NULL, 0, 0, 0,
+     "Floor of the exported NCCL_BUFFSIZE."},
+    {CG_CFG_PRESSURE_WARN, "CG_PRESSURE_WARN", {NULL, NULL}, CG__T_FRACTION,
+     "10%", CG__OFF(pressure_warn), NULL, 0, 0, 0,
+     "Free memory below this share of total is pressure level WARN."},
+    {CG_CFG_PRESSURE_CRITICAL, "CG_PRESSURE_CRITICAL", {NULL, NULL},
+     CG__T_FRACTION, "5%", CG__OFF(pressure_critical), NULL, 0, 0, 0,
+     "Free memory below this share of total is pressure level CRITICAL."},
+    {CG_CFG_PRESSURE_HYSTERESIS, "CG_PRESSURE_HYSTERESIS", {NULL, NULL},
+     CG__T_FRACTION, "2%", CG__OFF(pressure_hysteresis), NULL, 0, 0, 0,
+     "A level is left only when free memory rises this far (share of total) "
+     "above its threshold..."},
+    {CG_CFG_PRESSURE_DWELL, "CG_PRESSURE_DWELL", {NULL, NULL}, CG__T_DURATION,
+     "1s", CG__OFF(pressure_dwell_ns), NULL, 0, 0, 1000000000ull,
+     "...and stays there this long (bare number: seconds)."},
+    {CG_CFG_PROBE_INTERVAL, "CG_PROBE_INTERVAL", {NULL, NULL},
+     CG__T_DURATION, "100ms", CG__OFF(probe_interval_ns), NULL, 0, 0,
+     1000000ull,
+     "How often the governor samples free memory (bare number: ms)."},
+    {CG_CFG_OOM_WINDOW, "CG_OOM_WINDOW", {NULL, NULL}, CG__T_DURATION, "5s",
+     CG__OFF(oom_window_ns), NULL, 0, 0, 1000000000ull,
+     "Early warning: slope of used memory over this window; a projected OOM "
+     "within it raises a warning (bare number: seconds)."},
+    {CG_CFG_FAULT_ALLOC, "CG_FAULT_ALLOC", {NULL, NULL}, CG__T_INT, "0",
+     CG__OFF(fault_alloc), NULL, 0, 1000000000, 0,
+     "Testing: fail every Nth buffer allocation (0: off)."},
+    {CG_CFG_TRANSPORT, "CG_TRANSPORT", {NULL, NULL}, CG__T_ENUM, "auto",
+     CG__OFF(transport), cg__transports, 0, 0, 0,
+     "Point-to-point transport: auto (UCX when built in), ucx, socket."},
+    {CG_CFG_TIMEOUT, "CG_TIMEOUT", {NULL, NULL}, CG__T_DURATION, "30s",
+     CG__OFF(timeout_ns), NULL, 0, 0, 1000000000ull,
+     "A dead or silent peer fails pending requests within this time "
+     "(bare number: seconds; at least 1s)."},
+    {CG_CFG_SOCKET_IFNAME, "CG_SOCKET_IFNAME", {"NCCL_SOCKET_IFNAME", NULL},
+     CG__T_STRING, "", CG__OFF(socket_ifname), NULL, 0, 0, 0,
+     "Network interface(s) for sockets, as NCCL_SOCKET_IFNAME: prefix list "
+     "(eth,ib), ^ to exclude, = for exact; empty: first non-loopback, else "
+     "loopback."},
+    {CG_CFG_SOCKET_NSOCKS, "CG_SOCKET_NSOCKS", {NULL, NULL}, CG__T_INT, "1",
+     CG__OFF(socket_nsocks), NULL, 1, 16, 0,
+     "TCP sockets per connection (1-16); large messages are striped."},
+};
+
+static const char *cg__accepted_form(const cg__field_t *f, char *buf,
+                                     size_t len)
+{
+    switch (f->type) {
+    case CG__T_ENUM: {
+        size_t n = 0;
+        buf[0] = '\0';
+        for (int i = 0; f->enum_names[i] != NULL; i++)
+            n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s%s",
+                                  i ? ", " : "one of ", f->enum_names[i]);
+        return buf;
+    }
+    case CG__T_SIZE:
+        return "a size in bytes: 1048576, 64K, 4M, 64MiB, 1G";
+    case CG__T_SIZE_OR_FRAC:
+        return "a size (512M, 1GiB) or a percentage of total memory (5%)";
+    case CG__T_FRACTION:
+        return "a percentage (25%) or a fraction between 0 and 1 (0.25)";
+    case CG__T_DURATION:
+        return "a duration: 500ms, 5s, 2m (a bare number in the documented "
+               "unit)";
+    case CG__T_INT:
+        snprintf(buf, len, "an integer from %lld to %lld",
+                 (long long)f->min, (long long)f->max);
+        return buf;
+    case CG__T_STRING:
+        return "a string of at most 63 characters";
+    }
+    return "?";
+}
+
+static bool cg__parse_field(const cg__field_t *f, const char *value,
+                            cg_config_t *cfg)
+{
+    char *dst = (char *)cfg + f->offset;
+
+    switch (f->type) {
+    case CG__T_ENUM:
+        for (int i = 0; f->enum_names[i] != NULL; i++) {
+            if (strcasecmp(value, f->enum_names[i]) == 0) {
+                *(int *)dst = i;
+                return true;
+            }
+        }
+        return false;
+    case CG__T_SIZE:
+        return cg_parse_size(value, (uint64_t *)dst);
+    case CG__T_SIZE_OR_FRAC: {
+        cg_size_or_frac_t *v = (cg_size_or_frac_t *)dst;
+        if (strchr(value, '%') != NULL) {
+            v->bytes = 0;
+            return cg_parse_fraction(value, &v->fraction);
+        }
+        v->fraction = -1.0;
+        return cg_parse_size(value, &v->bytes);
+    }
+    case CG__T_FRACTION:
+        return cg_parse_fraction(value, (double *)dst);
+    case CG__T_DURATION:
+        return cg_parse_duration(value, f->bare_unit_ns, (uint64_t *)dst);
+    case CG__T_INT: {
+        int64_t v;
+        if (!cg_parse_int(value, f->min, f->max, &v))
+            return false;
+        if (f->id == CG_CFG_FAULT_ALLOC)
+            *(uint64_t *)dst = (uint64_t)v;
+        else
+            *(int *)dst = (int)v;
+        return true;
+    }
+    case CG__T_STRING:
+        if (strlen(value) >= sizeof(cfg->socket_ifname))
+            return false;
+        strcpy(dst, value);
+        return true;
+    }
+    return false;
+}
+
+void cg_config_defaults(cg_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    for (int i = 0; i < CG_CFG_COUNT; i++) {
+        bool ok = cg__parse_field(&cg__fields[i], cg__fields[i].defval, cfg);
+        (void)ok; /* defaults are tested to parse (tests/core/test_config.c) */
+    }
+}
+
+static const char *cg__process_getenv(void *arg, const char *name)
+{
+    (void)arg;
+    return getenv(name);
+}
+
+/* Cross-field rules a single field cannot express. */
+static cg_status_t cg__config_check(const cg_config_t *cfg)
+{
+    if (cfg->pressure_critical > cfg->pressure_warn)
+        return cg_error_set(CG_ERR_CONFIG,
+                            "CG_PRESSURE_CRITICAL (%.3g) must not exceed "
+                            "CG_PRESSURE_WARN (%.3g)",
+                            cfg->pressure_critical, cfg->pressure_warn);
+    if (cfg->timeout_ns < 1000000000ull)
+        return cg_error_set(CG_ERR_CONFIG,
+                            "CG_TIMEOUT must be at least 1s (got %.3fs)",
+                            cfg->timeout_ns / 1e9);
+    if (cfg->probe_interval_ns == 0)
+        return cg_error_set(CG_ERR_CONFIG, "CG_PROBE_INTERVAL must be > 0");
+    if (cfg->oom_window_ns < cfg->probe_interval_ns)
+        return cg_error_set(CG_ERR_CONFIG,
+                            "CG_OOM_WINDOW must be at least "
+                            "CG_PROBE_INTERVAL");
+    if (cfg->chunk_min == 0 || cfg->chunk_size < cfg->chunk_min)
+        return cg_error_set(CG_ERR_CONFIG,
+                            "CG_CHUNK_MIN must be > 0 and at most "
+                            "CG_CHUNK_SIZE");
+    if (cfg->nccl_buffsize_min == 0 ||
+        cfg->nccl_buffsize < cfg->nccl_buffsize_min)
+        return cg_error_set(CG_ERR_CONFIG,
+                            "CG_NCCL_BUFFSIZE_MIN must be > 0 and at most "
+                            "NCCL_BUFFSIZE");
+    return CG_OK;
+}
+
+static void cg__warn_unknown(const char *const *env_names, const cg_log_t *log)
+{
+    for (const char *const *e = env_names; *e != NULL; e++) {
+        char name[128];
+        size_t n = strcspn(*e, "=");
+        if (strncmp(*e, "CG_", 3) != 0 || n >= sizeof(name))
+            continue;
+        memcpy(name, *e, n);
+        name[n] = '\0';
+        bool known = false;
+        for (int i = 0; i < CG_CFG_COUNT && !known; i++)
+            known = strcmp(cg__fields[i].name, name) == 0;
+        /* CG_TEST_* belong to the tests, CG_RUN_* to the launcher. */
+        if (known || strncmp(name, "CG_TEST_", 8) == 0 ||
+            strncmp(name, "CG_RUN_", 7) == 0)
+            continue;
+        const char *s = cg_config_suggest(name);
+        if (s != NULL)
+            cg_warn(log, "unknown variable %s ignored; did you mean %s?", name,
+                    s);
+        else
+            cg_warn(log, "unknown variable %s ignored (collguard-info -c "
+                         "lists them all)",
+                    name);
+    }
+}
+
+cg_status_t cg_config_load(cg_config_t *cfg, cg_getenv_fn getenv_fn,
+                           void *getenv_arg, const char *const *env_names,
+                           const cg_log_t *log)
+{
+    if (getenv_fn == NULL)
+        getenv_fn = cg__process_getenv;
+    cg_config_defaults(cfg);
+
+    for (int i = 0; i < CG_CFG_COUNT; i++) {
+        const cg__field_t *f = &cg__fields[i];
+        const char *used = f->name, *value = getenv_fn(getenv_arg, f->name);
+
+        for (int a = 0; a < 2 && f->aliases[a] != NULL; a++) {
+            const char *av = getenv_fn(getenv_arg, f->aliases[a]);
+            if (av == NULL)
+                continue;
+            if (value == NULL) {
+                used = f->aliases[a];
+                value = av;
+            } else if (strcmp(av, value) != 0) {
+                cg_warn(log, "%s=%s and %s=%s both set; using %s", used, value,
+                        f->aliases[a], av, used);
+            }
+        }
+        if (value == NULL)
+            continue;
+        if (!cg__parse_field(f, value, cfg)) {
+            char form[160];
+            cg_status_t st = cg_error_set(
+                CG_ERR_CONFIG, "invalid value '%s' for %s: expected %s", value,
+                used, cg__accepted_form(f, form, sizeof(form)));
+            cg_error(log, "%s", cg_last_error());
+            cg__parse_field(f, f->defval, cfg);
+            return st;
+        }
+        cfg->set_by_user[i] = true;
+    }
+    if (env_names != NULL)
+        cg__warn_unknown(env_names, log);
+    cg_status_t st = cg__config_check(cfg);
+    if (st != CG_OK)
+        cg_error(log, "%s", cg_last_error());
+    return st;
+}
+
+uint64_t cg_config_resolve_size(const cg_size_or_frac_t *v, uint64_t total)
+{
+    if (v->fraction >= 0.0)
+        return (uint64_t)((double)total * v->fraction);
+    return v->bytes;
+}
+
+const char *cg_config_name(cg_config_id_t id)
+{
+    return (id >= 0 && id < CG_CFG_COUNT) ? cg__fields[id].name : "?";
+}
+
+static void cg__format_value(const cg__field_t *f, const cg_config_t *cfg,
+                             char *buf, size_t len)
+{
+    const char *src = (const char *)cfg + f->offset;
+
+    switch (f->type) {
+    case CG__T_ENUM:
+        snprintf(buf, len, "%s", f->enum_names[*(const int *)src]);
+        return;
+    case CG__T_SIZE:
+        cg_format_size(*(const uint64_t *)src, buf, (unsigned)len);
+        return;
+    case CG__T_SIZE_OR_FRAC: {
+        const cg_size_or_frac_t *v = (const cg_size_or_frac_t *)src;
+        if (v->fraction >= 0.0)
+            snprintf(buf, len, "%g%%", v->fraction * 100.0);
+        else
+            cg_format_size(v->bytes, buf, (unsigned)len);
+        return;
+    }
+    case CG__T_FRACTION:
+        snprintf(buf, len, "%g%%", *(const double *)src * 100.0);
+        return;
+    case CG__T_DURATION: {
+        uint64_t ns = *(const uint64_t *)src;
+        if (ns % 1000000000ull == 0)
+            snprintf(buf, len, "%llus", (unsigned long long)(ns / 1000000000ull));
+        else
+            snprintf(buf, len, "%gms", ns / 1e6);
+        return;
+    }
+    case CG__T_INT:
+        if (f->id == CG_CFG_FAULT_ALLOC)
+            snprintf(buf, len, "%llu",
+                     (unsigned long long)*(const uint64_t *)src);
+        else
+            snprintf(buf, len, "%d", *(const int *)src);
+        return;
+    case CG__T_STRING:
+        snprintf(buf, len, "%s", src[0] ? src : "(unset)");
+        return;
+    }
+}
+
+void cg_config_print(const cg_config_t *cfg, FILE *out, bool markdown)
+{
+    if (markdown)
+        fprintf(out, "| variable | default | meaning |\n|---|---|---|\n");
+    for (int i = 0; i < CG_CFG_COUNT; i++) {
+        const cg__field_t *f = &cg__fields[i];
+        char value[96], aliases[96] = "";
+        cg__format_value(f, cfg, value, sizeof(value));
+        for (int a = 0; a < 2 && f->aliases[a] != NULL; a++)
+            snprintf(aliases + strlen(aliases),
+                     sizeof(aliases) - strlen(aliases), "%s%s",
+                     a ? ", " : " (also ", f->aliases[a]);
+        if (aliases[0])
+            strcat(aliases, ")");
+        if (markdown)
+            fprintf(out, "| `%s`%s | `%s` | %s |\n", f->name, aliases,
+                    f->defval[0] ? f->defval : "(unset)", f->doc);
+        else
+            fprintf(out, "  %-24s %-12s%s%s\n      %s\n", f->name, value,
+                    cfg->set_by_user[i] ? " (set)" : "", aliases, f->doc);
+    }
+}
+
+/* Levenshtein distance, small strings only. */
+static unsigned cg__edit_distance(const char *a, const char *b)
+{
+    unsigned row[64], la = (unsigned)strlen(a), lb = (unsigned)strlen(b);
+    if (la >= 63 || lb >= 63)
+        return 99;
+    for (unsigned j = 0; j <= lb; j++)
+        row[j] = j;
+    for (unsigned i = 1; i <= la; i++) {
+        unsigned prev = row[0];
+        row[0] = i;
+        for (unsigned j = 1; j <= lb; j++) {
+            unsigned cur = row[j];
+            unsigned sub = prev + (a[i - 1] != b[j - 1]);
+            unsigned m = row[j] + 1 < row[j - 1] + 1 ? row[j] + 1
+                                                     : row[j - 1] + 1;
+            row[j] = sub < m ? sub : m;
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
+const char *cg_config_suggest(const char *unknown)
+{
+    const char *best = NULL;
+    unsigned best_d = 4; /* suggest only close names */
+    for (int i = 0; i < CG_CFG_COUNT; i++) {
+        unsigned d = cg__edit_distance(unknown, cg__fields[i].name);
+        if (d < best_d) {
+            best_d = d;
+            best = cg__fields[i].name;
+        }
+    }
+    return best;
+}

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * collguard's configuration: one table of fields (name, aliases, type,
+ * default, documentation), parsed from the environment into cg_config_t.
+ * Defaults pass through the same parsers as user values. A malformed value
+ * is an error naming the variable and the accepted form; an unknown CG_*
+ * variable draws a warning with the nearest known name.
+ * Layer: core; calls core/base only.
+ */
+#ifndef CG_CORE_CONFIG_H
+#define CG_CORE_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "collguard/status.h"
+#include "core/base/log.h"
+
+typedef enum {
+    CG_TRANSPORT_AUTO = 0,
+    CG_TRANSPORT_UCX = 1,
+    CG_TRANSPORT_SOCKET = 2
+} cg_transport_kind_t;
+
+typedef enum {
+    CG_MEM_PROBE_AUTO = 0, /* CUDA when a GPU is usable, else host */
+    CG_MEM_PROBE_HOST = 1,
+    CG_MEM_PROBE_CUDA = 2
+} cg_mem_probe_kind_t;
+
+/* A size that may also be given as a fraction of total memory ("5%"). */
+typedef struct {
+    uint64_t bytes;
+    double fraction; /* >= 0: fraction of total; < 0: use bytes */
+} cg_size_or_frac_t;
+
+typedef enum {
+    CG_CFG_LOG_LEVEL,
+    CG_CFG_MEM_PROBE,
+    CG_CFG_MEM_RESERVE,
+    CG_CFG_MEM_FRACTION,
+    CG_CFG_FUSION_THRESHOLD,
+    CG_CFG_FUSION_MIN,
+    CG_CFG_CHUNK_SIZE,
+    CG_CFG_CHUNK_MIN,
+    CG_CFG_NCCL_BUFFSIZE,
+    CG_CFG_NCCL_BUFFSIZE_MIN,
+    CG_CFG_PRESSURE_WARN,
+    CG_CFG_PRESSURE_CRITICAL,
+    CG_CFG_PRESSURE_HYSTERESIS,
+    CG_CFG_PRESSURE_DWELL,
+    CG_CFG_PROBE_INTERVAL,
+    CG_CFG_OOM_WINDOW,
+    CG_CFG_FAULT_ALLOC,
+    CG_CFG_TRANSPORT,
+    CG_CFG_TIMEOUT,
+    CG_CFG_SOCKET_IFNAME,
+    CG_CFG_SOCKET_NSOCKS,
+    CG_CFG_COUNT
+} cg_config_id_t;
+
+typedef struct cg_config {
+    cg_log_level_t log_level;
+    cg_mem_probe_kind_t mem_probe;
+    cg_size_or_frac_t mem_reserve;
+    double mem_fraction;
+    uint64_t fusion_threshold;   /* 0 disables fusion */
+    uint64_t fusion_min;
+    uint64_t chunk_size;
+    uint64_t chunk_min;
+    uint64_t nccl_buffsize;
+    uint64_t nccl_buffsize_min;
+    double pressure_warn;        /* free/total below this: WARN */
+    double pressure_critical;    /* free/total below this: CRITICAL */
+    double pressure_hysteresis;  /* must rise this far above to recover */
+    uint64_t pressure_dwell_ns;  /* and stay there this long */
+    uint64_t probe_interval_ns;
+    uint64_t oom_window_ns;
+    uint64_t fault_alloc;        /* fail every Nth buffer allocation; 0 off */
+    cg_transport_kind_t transport;
+    uint64_t timeout_ns;
+    char socket_ifname[64];
+    int socket_nsocks;
+    /* Which fields were set from the environment (by name or alias). */
+    bool set_by_user[CG_CFG_COUNT];
+} cg_config_t;
+
+/* Looks up one environment variable; NULL if unset. */
+typedef const char *(*cg_getenv_fn)(void *arg, const char *name);
+
+/* Fills every field from its documented default. Cannot fail. */
+void cg_config_defaults(cg_config_t *cfg);
+
+/* Reads the table's variables through getenv (NULL: the process
+ * environment). env_names, when not NULL, is the NULL-terminated list of
+ * all variable names present ("NAME=value" or "NAME"), used to warn about
+ * unknown CG_* names with a suggestion. On a malformed value returns
+ * CG_ERR_CONFIG with cg_last_error() naming the variable, the value and the
+ * accepted form; cfg is then left with defaults for the remaining fields. */
+cg_status_t cg_config_load(cg_config_t *cfg, cg_getenv_fn getenv_fn,
+                           void *getenv_arg, const char *const *env_names,
+                           const cg_log_t *log);
+
+/* Resolves a size-or-fraction against a total. */
+uint64_t cg_config_resolve_size(const cg_size_or_frac_t *v, uint64_t total);
+
+/* Name of the variable for a field ("CG_MEM_RESERVE"). */
+const char *cg_config_name(cg_config_id_t id);
+
+/* Prints every field: name, current value, default, doc. markdown selects
+ * a README table. */
+void cg_config_print(const cg_config_t *cfg, FILE *out, bool markdown);
+
+/* Nearest known variable name to an unknown one, or NULL if none close. */
+const char *cg_config_suggest(const char *unknown);
+
+#endif

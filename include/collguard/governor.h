@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Public view of the memory governor: categories of accounted memory,
+ * pressure levels, and a snapshot of the governor's current decisions
+ * (budget, buffer sizes, pressure, accounting) that tools and frontends read.
+ */
+#ifndef COLLGUARD_GOVERNOR_H
+#define COLLGUARD_GOVERNOR_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    CG_MEM_CAT_FUSION = 0,       /* fusion buffers */
+    CG_MEM_CAT_RING = 1,         /* collective pipeline / ring chunks */
+    CG_MEM_CAT_STAGING = 2,      /* staging copies, unexpected messages */
+    CG_MEM_CAT_REGISTRATION = 3, /* registered / pinned regions */
+    CG_MEM_CAT_CONTROL = 4,      /* library bookkeeping structures */
+    CG_MEM_CAT_COUNT = 5
+} cg_mem_cat_t;
+
+typedef enum {
+    CG_PRESSURE_OK = 0,
+    CG_PRESSURE_WARN = 1,
+    CG_PRESSURE_CRITICAL = 2
+} cg_pressure_t;
+
+typedef enum {
+    CG_MEM_KIND_HOST = 0, /* pageable host memory (probe: MemAvailable/cgroup) */
+    CG_MEM_KIND_DEVICE = 1 /* GPU memory of the current device (cudaMemGetInfo) */
+} cg_mem_kind_t;
+
+typedef struct cg_governor_snapshot {
+    cg_mem_kind_t kind;
+    uint64_t free_bytes;       /* from the last probe sample */
+    uint64_t total_bytes;
+    uint64_t reserve_bytes;    /* resolved CG_MEM_RESERVE */
+    uint64_t budget_bytes;     /* max(0, free - reserve) * fraction */
+    uint64_t fusion_bytes;     /* fusion buffer size the governor allows now */
+    uint64_t chunk_bytes;      /* pipeline chunk size now */
+    uint64_t nccl_buffsize;    /* NCCL_BUFFSIZE it would export */
+    cg_pressure_t pressure;
+    double oom_eta_s;          /* projected seconds to OOM; <0 if none */
+    uint64_t current_bytes[CG_MEM_CAT_COUNT];
+    uint64_t peak_bytes[CG_MEM_CAT_COUNT];
+    uint64_t alloc_failures;   /* real or injected, all recovered or reported */
+    uint64_t early_warnings;
+} cg_governor_snapshot_t;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
