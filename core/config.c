@@ -104,7 +104,8 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "within it raises a warning (bare number: seconds)."},
     {CG_CFG_FAULT_ALLOC, "CG_FAULT_ALLOC", {NULL, NULL}, CG__T_INT, "0",
      CG__OFF(fault_alloc), NULL, 0, 1000000000, 0,
-     "Testing: fail every Nth buffer allocation (0: off)."},
+     "Testing: fail every Nth buffer allocation (fusion, ring, staging, "
+     "registration; 0: off). CONTROL allocations are never failed."},
     {CG_CFG_TRANSPORT, "CG_TRANSPORT", {NULL, NULL}, CG__T_ENUM, "auto",
      CG__OFF(transport), cg__transports, 0, 0, 0,
      "Point-to-point transport: auto (UCX when built in), ucx, socket."},

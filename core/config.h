@@ -16,12 +16,7 @@
 
 #include "collguard/status.h"
 #include "core/base/log.h"
-
-typedef enum {
-    CG_TRANSPORT_AUTO = 0,
-    CG_TRANSPORT_UCX = 1,
-    CG_TRANSPORT_SOCKET = 2
-} cg_transport_kind_t;
+#include "transport/transport.h" /* cg_transport_kind_t */
 
 typedef enum {
     CG_MEM_PROBE_AUTO = 0, /* CUDA when a GPU is usable, else host */

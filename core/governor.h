@@ -20,16 +20,11 @@
 #include "core/base/log.h"
 #include "core/base/mem.h"
 #include "core/config.h"
+#include "core/memacct.h"
+#include "core/pressure.h"
 #include "core/probe.h"
 
 typedef struct cg_governor cg_governor_t;
-
-/* The raw allocator the governor accounts over (malloc, cudaMalloc, ...). */
-typedef struct cg_mem_backend {
-    void *(*alloc)(void *arg, size_t size);
-    void (*free)(void *arg, void *ptr, size_t size);
-    void *arg;
-} cg_mem_backend_t;
 
 typedef enum {
     CG_GOV_EVENT_PRESSURE = 0,      /* level changed: old -> new */
@@ -41,25 +36,34 @@ typedef enum {
 typedef struct cg_gov_event {
     cg_gov_event_type_t type;
     uint64_t t_ns;
-    cg_pressure_t old_level, new_level;
+    cg_pressure_t old_level, new_level; /* PRESSURE (others: current) */
     double eta_s;        /* EARLY_WARNING: projected seconds to OOM */
-    uint64_t free_bytes, total_bytes;
-    uint64_t old_size, new_size; /* CHUNK / ALLOC_RETRY */
+    uint64_t free_bytes, total_bytes;   /* from the last sample */
+    /* CHUNK: chunk size before/after; ALLOC_RETRY: the size that failed and
+     * the size tried next. */
+    uint64_t old_size, new_size;
+    cg_mem_cat_t cat;    /* ALLOC_RETRY: category of the allocation */
 } cg_gov_event_t;
+
+/* Called after the governor's lock is released, on the thread that caused
+ * the event; it may call any cg_governor_* function. */
 
 typedef void (*cg_gov_event_cb)(void *arg, const cg_gov_event_t *ev);
 
 typedef struct cg_governor_params {
     const cg_config_t *cfg;        /* policy knobs; copied at create */
-    cg_mem_probe_t probe;
-    cg_mem_backend_t backend;      /* .alloc NULL: malloc/free */
+    cg_mem_probe_t probe;          /* .read is required */
+    cg_mem_backend_t backend;      /* .alloc NULL: cg_mem_backend_host() */
     uint64_t (*now_ns)(void *arg); /* NULL: CLOCK_MONOTONIC */
     void *clock_arg;
-    const cg_log_t *log;           /* may be NULL */
+    const cg_log_t *log;           /* may be NULL; must outlive gov */
     cg_gov_event_cb event_cb;      /* may be NULL */
     void *event_arg;
 } cg_governor_params_t;
 
+/* Validates the policy knobs, allocates the governor (its struct from the
+ * backend, its sample ring as CONTROL) and takes a first sample, so sizes
+ * are valid on return. A failing probe fails the create. */
 cg_status_t cg_governor_create(const cg_governor_params_t *params,
                                cg_governor_t **gov_p);
 /* Warns (does not fail) when bytes are still accounted as live. */
@@ -86,11 +90,15 @@ void cg_governor_free(cg_governor_t *gov, cg_mem_cat_t cat, void *ptr,
                       size_t size);
 
 /* Buffer allocation that degrades instead of failing: tries want bytes,
- * on failure halves (keeping multiples of align) down to floor, and
- * returns the size obtained. Each failure lowers the chunk size as
- * pressure would. Only when floor cannot be had: CG_ERR_NO_MEMORY, and
- * cg_last_error() says needed, free and reserve and which variable to
- * change (floor_var, e.g. "CG_FUSION_MIN"). */
+ * on failure halves (rounded down to a multiple of align; align 0 means 1)
+ * down to floor (floor above want: want; floor 0: align), and returns the
+ * size obtained in *got_p. Each failure lowers the chunk and fusion sizes
+ * one step, as pressure would; each retry emits CG_GOV_EVENT_ALLOC_RETRY.
+ * The floor is tried twice, so one transient failure there (or one injected
+ * by CG_FAULT_ALLOC >= 2) is survived. Only when the floor fails twice:
+ * CG_ERR_NO_MEMORY, and cg_last_error() says needed, free, reserve and
+ * budget and which variable to change (floor_var, e.g. "CG_FUSION_MIN";
+ * may be NULL). */
 cg_status_t cg_governor_alloc_shrink(cg_governor_t *gov, cg_mem_cat_t cat,
                                      size_t want, size_t floor, size_t align,
                                      const char *floor_var, void **ptr_p,
@@ -99,7 +107,5 @@ cg_status_t cg_governor_alloc_shrink(cg_governor_t *gov, cg_mem_cat_t cat,
 /* The cg_mem_ops_t view handed to lower layers (transport). */
 cg_mem_ops_t cg_governor_mem_ops(cg_governor_t *gov);
 
-const char *cg_pressure_name(cg_pressure_t level);
-const char *cg_mem_cat_name(cg_mem_cat_t cat);
 
 #endif

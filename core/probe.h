@@ -22,16 +22,25 @@ typedef struct cg_mem_probe {
     void *arg;
 } cg_mem_probe_t;
 
-/* Paths are injectable for tests; NULL selects the real files. */
+/* Paths are injectable for tests; NULL selects the real files. The caller
+ * keeps hp alive as long as the probe is used (probe.arg points to it). */
 typedef struct cg_host_probe {
     const char *meminfo_path;  /* default /proc/meminfo */
-    const char *cgroup_dir;    /* default: this process's cgroup v2 dir */
+    /* cgroup v2 directory of this process; default: cgroup_root followed by
+     * the path of the "0::<path>" line of proc_cgroup_path. */
+    const char *cgroup_dir;
+    const char *cgroup_root;      /* default /sys/fs/cgroup */
+    const char *proc_cgroup_path; /* default /proc/self/cgroup */
 } cg_host_probe_t;
 
 void cg_host_probe_init(cg_host_probe_t *hp, cg_mem_probe_t *probe_p);
 
-/* Reads MemAvailable/MemTotal and the cgroup bounds, whichever is tighter.
- * Exposed for collguard-info and tests. */
+/* Reads MemAvailable/MemTotal and bounds them by the cgroup v2 limits of
+ * the process's cgroup and of its ancestors up to cgroup_root: for each
+ * memory.max that is not "max", free = min(free, max - memory.current) and
+ * total = min(total, max). No cgroup v2 memory files (cgroup v1, or none):
+ * /proc/meminfo alone. arg is a cg_host_probe_t. Exposed for
+ * collguard-info and tests. */
 cg_status_t cg_host_probe_read(void *arg, uint64_t *free_p, uint64_t *total_p);
 
 /* True when this build has the CUDA probe. */

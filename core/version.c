@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The library's identity: version string and the features compiled in.
- * Layer: plugin (the shared library's own face).
+ * Layer: core.
  */
 #include "collguard/collguard.h"
 

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cg_ctx_create/destroy: reads the configuration table from the
+ * environment (or a caller-given list), sets up logging, picks the memory
+ * probe and creates the governor. Layer: core.
+ */
+#include "core/context.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/error.h"
+
+extern char **environ;
+
+/* getenv over a NULL-terminated "NAME=value" list. */
+static const char *cg__list_getenv(void *arg, const char *name)
+{
+    const char *const *env = arg;
+    size_t n = strlen(name);
+
+    for (; *env != NULL; env++)
+        if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
+            return *env + n + 1;
+    return NULL;
+}
+
+cg_status_t cg_ctx_pick_probe(const cg_config_t *cfg, cg_host_probe_t *hp,
+                              cg_mem_probe_t *probe_p, const cg_log_t *log)
+{
+    cg_status_t st;
+
+    switch (cfg->mem_probe) {
+    case CG_MEM_PROBE_CUDA:
+        st = cg_cuda_probe_init(probe_p);
+        if (st != CG_OK)
+            return cg_error_set(st, "CG_MEM_PROBE=cuda but no usable CUDA "
+                                    "device: %s (set CG_MEM_PROBE=host or "
+                                    "auto)",
+                                cg_last_error());
+        return CG_OK;
+    case CG_MEM_PROBE_AUTO:
+        if (cg_cuda_probe_init(probe_p) == CG_OK)
+            return CG_OK;
+        cg_debug(log, "no usable CUDA device; governing host memory");
+        break;
+    case CG_MEM_PROBE_HOST:
+        break;
+    }
+    cg_host_probe_init(hp, probe_p);
+    return CG_OK;
+}
+
+cg_status_t cg_ctx_create(const cg_ctx_params_t *params, cg_ctx_h *ctx_p)
+{
+    const cg_ctx_params_t none = {0};
+    const char *const *env;
+    cg_governor_params_t gp;
+    cg_status_t st;
+    cg_ctx_h ctx;
+
+    if (ctx_p == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "cg_ctx_create: ctx_p is "
+                                                  "NULL");
+    if (params == NULL)
+        params = &none;
+    /* The context is the one allocation made before the governor exists. */
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL)
+        return cg_error_set(CG_ERR_NO_MEMORY, "cg_ctx_create: out of memory");
+
+    cg_log_init(&ctx->log, CG_LOG_WARN,
+                (params->field_mask & CG_CTX_PARAM_RANK) ? params->rank : -1);
+    if (params->field_mask & CG_CTX_PARAM_LOG_SINK)
+        cg_log_set_sink(&ctx->log, params->log_sink, params->log_sink_arg);
+
+    if (params->field_mask & CG_CTX_PARAM_ENV)
+        env = params->env;
+    else
+        env = (const char *const *)environ;
+    if (env == NULL)
+        env = (const char *const[]){NULL};
+    /* Two passes: the first, silent, finds CG_LOG_LEVEL, so the second
+     * reports unknown names and conflicts at the level the user asked for. */
+    st = cg_config_load(&ctx->cfg, cg__list_getenv, (void *)env, NULL, NULL);
+    if (st != CG_OK)
+        goto err_free;
+    ctx->log.level = ctx->cfg.log_level;
+    st = cg_config_load(&ctx->cfg, cg__list_getenv, (void *)env, env,
+                        &ctx->log);
+    if (st != CG_OK)
+        goto err_free;
+
+    st = cg_ctx_pick_probe(&ctx->cfg, &ctx->host_probe, &ctx->probe,
+                           &ctx->log);
+    if (st != CG_OK)
+        goto err_free;
+
+    memset(&gp, 0, sizeof(gp));
+    gp.cfg = &ctx->cfg;
+    gp.probe = ctx->probe;
+    gp.log = &ctx->log;
+    st = cg_governor_create(&gp, &ctx->gov);
+    if (st != CG_OK)
+        goto err_free;
+    cg_info(&ctx->log, "collguard %s ready: governing %s memory",
+            cg_version(), ctx->probe.name);
+    *ctx_p = ctx;
+    return CG_OK;
+
+err_free:
+    cg_error(&ctx->log, "%s", cg_last_error());
+    free(ctx);
+    return st;
+}
+
+void cg_ctx_destroy(cg_ctx_h ctx)
+{
+    if (ctx == NULL)
+        return;
+    cg_governor_destroy(ctx->gov);
+    free(ctx);
+}
+
+cg_status_t cg_ctx_governor_snapshot(cg_ctx_h ctx,
+                                     cg_governor_snapshot_t *snap)
+{
+    cg_status_t st;
+
+    if (ctx == NULL || snap == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM,
+                            "cg_ctx_governor_snapshot: NULL argument");
+    st = cg_governor_sample(ctx->gov);
+    if (st != CG_OK)
+        return st;
+    cg_governor_snapshot(ctx->gov, snap);
+    return CG_OK;
+}
