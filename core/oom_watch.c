@@ -85,7 +85,16 @@ double cg_oom_watch_eta(const cg_oom_watch_t *w, uint64_t free_bytes)
 {
     double slope;
 
+    double mean = 0.0;
+
     if (!cg_oom_watch_slope(w, &slope) || slope <= 0.0)
+        return -1.0;
+    /* A window that rose and then fell (memory released) still fits a
+     * positive slope; project only while the newest sample is above the
+     * window's mean, i.e. while use is still climbing toward now. */
+    for (unsigned i = 0; i < w->count; i++)
+        mean += (double)cg__oom_at(w, i)->used / w->count;
+    if ((double)cg__oom_at(w, w->count - 1)->used < mean)
         return -1.0;
     return (double)free_bytes / slope;
 }

@@ -160,3 +160,22 @@ Test(oom_watch, too_few_samples_give_no_slope)
     cr_assert_not(cg_oom_watch_slope(&wt.w, &slope));
     cr_assert(cg_oom_watch_eta(&wt.w, 1) < 0);
 }
+
+Test(oom_watch, rise_then_release_projects_nothing)
+{
+    watch_t wt;
+    double slope = 0, eta;
+
+    watch_init(&wt);
+    /* 4 s of +100 MiB per sample, then the ballast is released at once. */
+    for (int i = 0; i < 40; i++)
+        cg_oom_watch_add(&wt.w, (uint64_t)i * 100 * MS,
+                         2 * GiB + (uint64_t)i * 100 * MiB);
+    for (int i = 40; i < 43; i++)
+        cg_oom_watch_add(&wt.w, (uint64_t)i * 100 * MS, 2 * GiB);
+    cr_assert(cg_oom_watch_slope(&wt.w, &slope));
+    cr_assert_gt(slope, 0.0, "the fitted slope is still rising: %g", slope);
+    eta = cg_oom_watch_eta(&wt.w, 1 * GiB);
+    cr_assert_lt(eta, 0.0, "released memory must not project an OOM: %g s",
+                 eta);
+}
