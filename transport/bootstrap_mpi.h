@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The MPI source of the bootstrap (bootstrap_mpi.c, built only with MPI):
+ * private interface between bootstrap.c and it. Layer: transport.
+ */
+#ifndef CG_TRANSPORT_BOOTSTRAP_MPI_H
+#define CG_TRANSPORT_BOOTSTRAP_MPI_H
+
+#include "transport/bootstrap.h"
+#include "transport/rendezvous.h"
+
+typedef struct cg__bs_mpi cg__bs_mpi_t;
+
+/* Initializes MPI when nobody did (and then finalizes it at exit), checks
+ * rank and size against env, fills env's cross rank/size from a split and
+ * agrees on the cookie (rank 0's, broadcast). */
+cg_status_t cg__bs_mpi_create(const cg_bootstrap_params_t *params,
+                              cg_bootstrap_env_t *env, uint64_t *cookie_p,
+                              cg__bs_mpi_t **mpi_p);
+void cg__bs_mpi_destroy(cg__bs_mpi_t *mpi);
+/* Same contract as cg_rdv_collective, over MPI non-blocking collectives
+ * tested until done or params.timeout_ns. */
+cg_status_t cg__bs_mpi_collective(cg__bs_mpi_t *mpi, cg_rdv_op_t op,
+                                  int root, const void *mine, void *out,
+                                  size_t len);
+
+#endif
