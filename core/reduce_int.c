@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Reduction kernels for the integer dtypes (i8 u8 i32 u32 i64 u64). Sum and
+ * prod wrap (two's complement): they run in the unsigned type, where
+ * overflow is defined, and convert back (modulo, as gcc defines it). Part of
+ * core/; calls nothing.
+ */
+#include "core/reduce_impl.h"
+
+#define CG__INT_KERNELS(sfx, T, U)                                            \
+    CG__REDUCE_KERNELS(sfx, T, (T)(U)((U)a + (U)b), (T)(U)((U)a * (U)b),      \
+                       a > b ? a : b, a < b ? a : b)
+
+/* u8 and i8 promote to int before + and *: 255 * 255 fits, no overflow */
+CG__INT_KERNELS(i8, cg_i8u_t, uint8_t)
+CG__INT_KERNELS(u8, cg_u8u_t, uint8_t)
+CG__INT_KERNELS(i32, cg_i32u_t, uint32_t)
+CG__INT_KERNELS(u32, cg_u32u_t, uint32_t)
+CG__INT_KERNELS(i64, cg_i64u_t, uint64_t)
+CG__INT_KERNELS(u64, cg_u64u_t, uint64_t)
