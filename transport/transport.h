@@ -31,9 +31,14 @@
 #include "collguard/status.h"
 #include "core/base/log.h"
 #include "core/base/mem.h"
-#include "core/config.h" /* cg_transport_kind_t */
 
 #define CG_TP_HANDLE_MAX 128
+
+typedef enum {
+    CG_TRANSPORT_AUTO = 0,
+    CG_TRANSPORT_UCX = 1,
+    CG_TRANSPORT_SOCKET = 2
+} cg_transport_kind_t;
 
 typedef struct cg_tp_handle {
     uint8_t bytes[CG_TP_HANDLE_MAX];

@@ -1,0 +1,62 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# collguard vs Open MPI on this host: cg_allreduce_perf (or
+# cg_broadcast_perf with -x broadcast) under mpirun -np N, once with
+# -B collguard and once with -B mpi (MPI_Allreduce / MPI_Bcast on the same
+# buffers), size by size (interleaved, so both see the same machine load),
+# with memcpy GB/s of the same size from reduce_bench. Prints busbw
+# (GB/s) of both, out of place and in place, and their ratios.
+# usage: vs_mpi.sh [-B builddir] [-n ranks] [-t ucx|socket] [-b 1K] [-e 256M]
+#                  [-f 4] [-x allreduce|broadcast]
+set -u
+build=${CG_BUILD:-$(dirname "$0")/../../build} np=2 tp=ucx lo=1K hi=256M f=4
+coll=allreduce
+while getopts "B:n:t:b:e:f:x:" o; do
+    case $o in
+    B) build=$OPTARG ;; n) np=$OPTARG ;; t) tp=$OPTARG ;; b) lo=$OPTARG ;;
+    e) hi=$OPTARG ;; f) f=$OPTARG ;; x) coll=$OPTARG ;;
+    *) echo "usage: $0 [-B builddir] [-n ranks] [-t ucx|socket] [-b min]" \
+            "[-e max] [-f factor] [-x allreduce|broadcast]" >&2; exit 1 ;;
+    esac
+done
+perf=$build/tests/collective/cg_${coll}_perf
+bench=$build/tests/perf/reduce_bench
+for p in "$perf" "$bench"; do
+    [ -x "$p" ] || { echo "$0: $p not built" >&2; exit 1; }
+done
+bytes() { # 1K, 64M, 256 -> bytes
+    local v=${1%[KkMmGg]} u=${1: -1}
+    case $u in K|k) v=$((v << 10)) ;; M|m) v=$((v << 20)) ;;
+               G|g) v=$((v << 30)) ;; *) v=$1 ;; esac
+    echo "$v"
+}
+mpi=(mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none)
+# busbw of the out-of-place and in-place columns of one size's row
+run() { # backend size iters warmup
+    "${mpi[@]}" "$perf" -B "$1" -t "$tp" -b "$2" -e "$2" -n "$3" -w "$4" \
+        -c 0 2>/dev/null | awk '!/^#/ && NF >= 13 { print $8, $12 }'
+}
+memcpy_gbps() {
+    "$bench" -b "$1" -e "$1" -d f32 -t 100 2>/dev/null |
+        awk '!/^#/ && NF >= 3 && $1 ~ /^[0-9]/ { print $3 }'
+}
+printf "# %s, %d ranks, transport %s (collguard), Open MPI %s; busbw GB/s\n" \
+    "$coll" "$np" "$tp" "$(mpirun --version 2>/dev/null | head -1 |
+                            awk '{ print $NF }')"
+printf "%10s %9s %9s %6s %9s %9s %6s %11s\n" size cg_oop mpi_oop ratio \
+    cg_ip mpi_ip ratio memcpy_GBps
+s=$(bytes "$lo") e=$(bytes "$hi")
+while [ "$s" -le "$e" ]; do
+    it=$(( (1 << 31) / s )); it=$(( it < 10 ? 10 : it > 2000 ? 2000 : it ))
+    w=$(( it / 10 + 2 ))
+    read -r cg_o cg_i < <(run collguard "$s" "$it" "$w")
+    read -r mp_o mp_i < <(run mpi "$s" "$it" "$w")
+    mc=$(memcpy_gbps "$s")
+    awk -v s="$s" -v a="${cg_o:-0}" -v b="${mp_o:-0}" -v c="${cg_i:-0}" \
+        -v d="${mp_i:-0}" -v m="${mc:-0}" 'BEGIN {
+        u = s >= 1048576 ? sprintf("%dM", s / 1048576) :
+            s >= 1024 ? sprintf("%dK", s / 1024) : s
+        printf "%10s %9.2f %9.2f %6.2f %9.2f %9.2f %6.2f %11.2f\n", u, a, b,
+               b > 0 ? a / b : 0, c, d, d > 0 ? c / d : 0, m }'
+    s=$((s * f))
+done

@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Connection lifecycle of the TCP transport: connecting (nsocks sockets,
+ * each with its own handshake), listening and accepting (handshakes of
+ * many peers run concurrently; sockets of one connection are grouped by
+ * connection id; bad peers are dropped with a logged reason), failing and
+ * destroying connections. Layer: transport; calls transport/sock,
+ * transport/handshake, tcp_wire and core/base only.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "core/base/error.h"
+#include "transport/tcp_impl.h"
+
+static cg_tcp_conn_t *cg__tcp_conn_new(cg_tcp_tp_t *tp, int nsocks,
+                                       const cg_sockaddr_t *peer)
+{
+    size_t socks_size = (size_t)nsocks * sizeof(cg_tcp_sock_t);
+    cg_tcp_conn_t *conn;
+
+    conn = cg_tcp_alloc(tp, CG_MEM_CAT_CONTROL, sizeof(*conn));
+    if (conn == NULL)
+        return NULL;
+    memset(conn, 0, sizeof(*conn));
+    conn->socks = cg_tcp_alloc(tp, CG_MEM_CAT_CONTROL, socks_size);
+    if (conn->socks == NULL) {
+        cg_tcp_free(tp, CG_MEM_CAT_CONTROL, conn, sizeof(*conn));
+        return NULL;
+    }
+    memset(conn->socks, 0, socks_size);
+    for (int i = 0; i < nsocks; i++) {
+        conn->socks[i].fd = -1;
+        cg_tcp_list_init(&conn->socks[i].txq);
+        cg_tcp_list_init(&conn->socks[i].rxq);
+    }
+    conn->super.ops = &cg_tcp_ops;
+    conn->super.tp = &tp->super;
+    conn->super.peer_rank = -1;
+    conn->tp = tp;
+    conn->nsocks = nsocks;
+    conn->peer = *peer;
+    conn->error = CG_OK;
+    cg_tcp_list_init(&conn->link);
+    cg_tcp_list_init(&conn->active);
+    cg_tcp_list_init(&conn->posted);
+    cg_tcp_list_init(&conn->unexp);
+    conn->deadline_ns = cg_deadline_ns(tp->super.params.timeout_ns);
+    return conn;
+}
+
+void cg_tcp_conn_fail(cg_tcp_conn_t *conn, cg_status_t status)
+{
+    char str[CG_SOCKADDR_STRLEN];
+
+    if (conn->state == CG_TCP_CONN_FAILED)
+        return;
+    snprintf(conn->reason, sizeof(conn->reason), "%s", cg_last_error());
+    /* A peer leaving while nothing is pending is an ordinary shutdown. */
+    if (status != CG_ERR_CANCELED)
+        cg_log_at(conn->tp->super.params.log,
+                  cg_tcp_conn_busy(conn) ? CG_LOG_WARN : CG_LOG_DEBUG,
+                  "connection to rank %d at %s failed: %s",
+                  conn->super.peer_rank,
+                  cg_sockaddr_str(&conn->peer, str, sizeof(str)),
+                  conn->reason);
+    conn->state = CG_TCP_CONN_FAILED;
+    conn->error = status;
+    conn->held = false;
+    for (int i = 0; i < conn->nsocks; i++) {
+        while (!cg_tcp_list_empty(&conn->socks[i].txq))
+            cg_tcp_list_del(conn->socks[i].txq.next);
+        while (!cg_tcp_list_empty(&conn->socks[i].rxq))
+            cg_tcp_list_del(conn->socks[i].rxq.next);
+    }
+    while (!cg_tcp_list_empty(&conn->active))
+        cg_tcp_req_finish(cg_tcp_container(conn->active.next, cg_tcp_req_t,
+                                           link), status);
+    /* Keep only complete, unclaimed messages: a later receive gets them. */
+    for (cg_tcp_list_t *e = conn->unexp.next, *n; e != &conn->unexp; e = n) {
+        cg_tcp_req_t *u = cg_tcp_container(e, cg_tcp_req_t, link);
+        n = e->next;
+        if (u->frags_left > 0 || u->orphan || u->matched)
+            cg_tcp_req_free(u);
+    }
+}
+
+void cg_tcp_conn_destroy(cg_tcp_conn_t *conn, cg_status_t status)
+{
+    cg_tcp_tp_t *tp = conn->tp;
+
+    cg_tcp_conn_fail(conn, status);
+    while (!cg_tcp_list_empty(&conn->unexp))
+        cg_tcp_req_free(cg_tcp_container(conn->unexp.next, cg_tcp_req_t,
+                                         link));
+    for (int i = 0; i < conn->nsocks; i++)
+        cg_sock_close(conn->socks[i].fd);
+    cg_tcp_list_del(&conn->link);
+    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, conn->socks,
+                (size_t)conn->nsocks * sizeof(cg_tcp_sock_t));
+    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, conn, sizeof(*conn));
+}
+
+static cg_status_t cg__tcp_connect_progress(cg_tcp_conn_t *conn)
+{
+    cg_status_t status;
+
+    for (int i = 0; i < conn->nsocks; i++) {
+        cg_tcp_sock_t *s = &conn->socks[i];
+        if (s->hs_done)
+            continue;
+        status = cg_hs_progress(&s->hs);
+        if (status == CG_INPROGRESS)
+            continue;
+        if (status != CG_OK) {
+            char str[CG_SOCKADDR_STRLEN], why[160];
+            snprintf(why, sizeof(why), "%s", cg_last_error());
+            status = cg_error_set(status, "connect to %s socket %d of %d: "
+                                  "%s", cg_sockaddr_str(&conn->peer, str,
+                                                        sizeof(str)),
+                                  i, conn->nsocks, why);
+            cg_tcp_conn_fail(conn, status);
+            return status;
+        }
+        s->hs_done = true;
+        conn->nsocks_done++;
+        conn->super.peer_rank = s->hs.peer.rank;
+    }
+    if (conn->nsocks_done < conn->nsocks)
+        return CG_INPROGRESS;
+    conn->state = CG_TCP_CONN_READY;
+    conn->last_ns = cg_now_ns();
+    return CG_OK;
+}
+
+cg_status_t cg_tcp_conn_progress(cg_tcp_conn_t *conn)
+{
+    cg_status_t status;
+
+    if (conn->state == CG_TCP_CONN_CONNECTING) {
+        status = cg__tcp_connect_progress(conn);
+        if (status != CG_OK)
+            return status;
+    }
+    if (conn->state == CG_TCP_CONN_READY)
+        return cg_tcp_conn_io(conn);
+    return (conn->state == CG_TCP_CONN_FAILED) ? conn->error : CG_OK;
+}
+
+cg_status_t cg_tcp_connect(cg_transport_t *super, const cg_tp_handle_t *handle,
+                           cg_tp_conn_t **conn_p)
+{
+    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super;
+    const cg_transport_params_t *params = &super->params;
+    cg_hs_hdr_t local;
+    cg_sockaddr_t addr;
+    cg_tcp_conn_t *conn;
+    cg_status_t status;
+    uint32_t rnd = 0;
+
+    status = cg_tcp_handle_decode(handle->bytes, sizeof(handle->bytes),
+                                  &addr);
+    if (status != CG_OK)
+        return status;
+    conn = cg__tcp_conn_new(tp, params->nsocks, &addr);
+    if (conn == NULL)
+        return cg_error_set(CG_ERR_NO_MEMORY, "no memory for a connection");
+    if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
+        rnd = (uint32_t)cg_now_ns();
+    conn->conn_id = rnd ^ (tp->conn_seq++ * 2654435761u);
+    conn->state = CG_TCP_CONN_CONNECTING;
+    memset(&local, 0, sizeof(local));
+    local.kind = CG_HS_KIND_TCP_DATA;
+    local.cookie = params->cookie;
+    local.rank = params->rank;
+    local.nsocks = (uint16_t)conn->nsocks;
+    local.conn_id = conn->conn_id;
+    for (int i = 0; i < conn->nsocks; i++) {
+        status = cg_sock_connect_start(&addr, &conn->socks[i].fd);
+        if (status != CG_OK)
+            goto err_destroy;
+        cg_sock_tune(conn->socks[i].fd, params->timeout_ns);
+        local.sock_index = (uint16_t)i;
+        cg_hs_init(&conn->socks[i].hs, CG_HS_CONNECTOR, conn->socks[i].fd,
+                   &local, NULL, conn->deadline_ns);
+    }
+    cg_tcp_list_push(&tp->conns, &conn->link);
+    *conn_p = &conn->super;
+    return CG_OK;
+
+err_destroy:
+    conn->state = CG_TCP_CONN_FAILED; /* quiet: the caller gets status */
+    cg_tcp_conn_destroy(conn, status);
+    return status;
+}
+
+cg_status_t cg_tcp_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
+                          cg_tp_listener_t **listener_p)
+{
+    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super;
+    char str[CG_SOCKADDR_STRLEN];
+    cg_tcp_listener_t *l;
+    cg_status_t status;
+
+    l = cg_tcp_alloc(tp, CG_MEM_CAT_CONTROL, sizeof(*l));
+    if (l == NULL)
+        return cg_error_set(CG_ERR_NO_MEMORY, "no memory for a listener");
+    memset(l, 0, sizeof(*l));
+    status = cg_sock_listen(&tp->bind_addr, 128, &l->fd, &l->addr);
+    if (status != CG_OK)
+        goto err_free;
+    l->super.ops = &cg_tcp_ops;
+    l->super.tp = super;
+    cg_tcp_list_init(&l->pending);
+    cg_tcp_list_init(&l->forming);
+    cg_tcp_list_init(&l->ready);
+    cg_tcp_list_push(&tp->listeners, &l->link);
+    cg_tcp_handle_encode(&l->addr, handle_p->bytes, sizeof(handle_p->bytes));
+    cg_debug(super->params.log, "listening on %s interface %s",
+             cg_sockaddr_str(&l->addr, str, sizeof(str)), tp->ifname);
+    *listener_p = &l->super;
+    return CG_OK;
+
+err_free:
+    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, l, sizeof(*l));
+    return status;
+}
+
+static void cg__tcp_pend_free(cg_tcp_listener_t *l, cg_tcp_pend_t *p,
+                              bool close_fd)
+{
+    if (close_fd)
+        cg_sock_close(p->fd);
+    cg_tcp_list_del(&p->link);
+    l->npending--;
+    cg_tcp_free((cg_tcp_tp_t *)l->super.tp, CG_MEM_CAT_CONTROL, p,
+                sizeof(*p));
+}
+
+static bool cg__tcp_same_host(const cg_sockaddr_t *a, const cg_sockaddr_t *b)
+{
+    if (a->u.sa.sa_family != b->u.sa.sa_family)
+        return false;
+    if (a->u.sa.sa_family == AF_INET)
+        return a->u.in.sin_addr.s_addr == b->u.in.sin_addr.s_addr;
+    return memcmp(&a->u.in6.sin6_addr, &b->u.in6.sin6_addr, 16) == 0;
+}
+
+/* A socket passed its handshake: add it to its connection. */
+static void cg__tcp_attach(cg_tcp_listener_t *l, cg_tcp_pend_t *p)
+{
+    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)l->super.tp;
+    const cg_log_t *log = tp->super.params.log;
+    const cg_hs_hdr_t *h = &p->hs.peer;
+    char str[CG_SOCKADDR_STRLEN];
+    cg_tcp_conn_t *conn = NULL;
+
+    for (cg_tcp_list_t *e = l->forming.next; e != &l->forming; e = e->next) {
+        cg_tcp_conn_t *c = cg_tcp_container(e, cg_tcp_conn_t, link);
+        if (c->conn_id == h->conn_id && c->super.peer_rank == h->rank &&
+            c->nsocks == h->nsocks && cg__tcp_same_host(&c->peer, &p->peer)) {
+            conn = c;
+            break;
+        }
+    }
+    if (conn == NULL) {
+        conn = cg__tcp_conn_new(tp, h->nsocks, &p->peer);
+        if (conn == NULL) {
+            cg_warn(log, "dropping connection from %s: no memory (%s)",
+                    cg_sockaddr_str(&p->peer, str, sizeof(str)),
+                    cg_last_error());
+            cg__tcp_pend_free(l, p, true);
+            return;
+        }
+        conn->state = CG_TCP_CONN_FORMING;
+        conn->conn_id = h->conn_id;
+        conn->super.peer_rank = h->rank;
+        cg_tcp_list_push(&l->forming, &conn->link);
+    }
+    if (conn->socks[h->sock_index].fd >= 0) {
+        cg_warn(log, "dropping duplicate socket %u of connection %u from %s",
+                h->sock_index, h->conn_id,
+                cg_sockaddr_str(&p->peer, str, sizeof(str)));
+        cg__tcp_pend_free(l, p, true);
+        return;
+    }
+    conn->socks[h->sock_index].fd = p->fd;
+    conn->socks[h->sock_index].hs_done = true;
+    cg_sock_tune(p->fd, tp->super.params.timeout_ns);
+    cg__tcp_pend_free(l, p, false);
+    if (++conn->nsocks_done == conn->nsocks) {
+        cg_tcp_list_del(&conn->link);
+        conn->state = CG_TCP_CONN_READY;
+        conn->last_ns = cg_now_ns();
+        cg_tcp_list_push(&l->ready, &conn->link);
+    }
+}
+
+static void cg__tcp_accept_new(cg_tcp_listener_t *l)
+{
+    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)l->super.tp;
+    const cg_transport_params_t *params = &tp->super.params;
+    cg_sockaddr_t peer;
+    cg_hs_hdr_t local;
+    cg_tcp_pend_t *p;
+    int fd;
+
+    memset(&local, 0, sizeof(local));
+    local.kind = CG_HS_KIND_TCP_DATA;
+    local.cookie = params->cookie;
+    local.rank = params->rank;
+    while (l->npending < CG_TCP_PENDING_MAX) {
+        cg_status_t status = cg_sock_accept(l->fd, &fd, &peer);
+        if (status == CG_INPROGRESS)
+            return;
+        if (status != CG_OK) {
+            cg_warn(params->log, "%s", cg_last_error());
+            return;
+        }
+        p = cg_tcp_alloc(tp, CG_MEM_CAT_CONTROL, sizeof(*p));
+        if (p == NULL) {
+            cg_warn(params->log, "dropping an incoming connection: no "
+                    "memory for its handshake");
+            cg_sock_close(fd);
+            return;
+        }
+        p->fd = fd;
+        p->peer = peer;
+        cg_hs_init(&p->hs, CG_HS_ACCEPTOR, fd, &local, NULL,
+                   cg_deadline_ns(params->timeout_ns));
+        cg_tcp_list_push(&l->pending, &p->link);
+        l->npending++;
+    }
+}
+
+cg_status_t cg_tcp_listener_progress(cg_tcp_listener_t *l)
+{
+    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)l->super.tp;
+    const cg_log_t *log = tp->super.params.log;
+    char str[CG_SOCKADDR_STRLEN];
+    uint64_t now;
+
+    cg__tcp_accept_new(l);
+    for (cg_tcp_list_t *e = l->pending.next, *n; e != &l->pending; e = n) {
+        cg_tcp_pend_t *p = cg_tcp_container(e, cg_tcp_pend_t, link);
+        n = e->next;
+        cg_status_t status = cg_hs_progress(&p->hs);
+        if (status == CG_OK) {
+            cg__tcp_attach(l, p);
+        } else if (status != CG_INPROGRESS) {
+            cg_warn(log, "dropping connection from %s: handshake failed: %s",
+                    cg_sockaddr_str(&p->peer, str, sizeof(str)),
+                    cg_last_error());
+            cg__tcp_pend_free(l, p, true);
+        }
+    }
+    now = cg_now_ns();
+    for (cg_tcp_list_t *e = l->forming.next, *n; e != &l->forming; e = n) {
+        cg_tcp_conn_t *c = cg_tcp_container(e, cg_tcp_conn_t, link);
+        n = e->next;
+        if (now < c->deadline_ns)
+            continue;
+        cg_warn(log, "dropping connection %u from %s: %d of %d sockets "
+                "arrived in time", c->conn_id,
+                cg_sockaddr_str(&c->peer, str, sizeof(str)), c->nsocks_done,
+                c->nsocks);
+        c->state = CG_TCP_CONN_FAILED;
+        cg_tcp_conn_destroy(c, CG_ERR_TIMEOUT);
+    }
+    return CG_OK;
+}
+
+cg_status_t cg_tcp_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p)
+{
+    cg_tcp_listener_t *l = (cg_tcp_listener_t *)super;
+    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super->tp;
+    cg_tcp_conn_t *conn;
+
+    cg_tcp_listener_progress(l);
+    if (cg_tcp_list_empty(&l->ready))
+        return CG_INPROGRESS;
+    conn = cg_tcp_container(l->ready.next, cg_tcp_conn_t, link);
+    cg_tcp_list_del(&conn->link);
+    cg_tcp_list_push(&tp->conns, &conn->link);
+    *conn_p = &conn->super;
+    return CG_OK;
+}
+
+void cg_tcp_listener_close(cg_tp_listener_t *super)
+{
+    cg_tcp_listener_t *l = (cg_tcp_listener_t *)super;
+    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super->tp;
+
+    cg_sock_close(l->fd);
+    while (!cg_tcp_list_empty(&l->pending))
+        cg__tcp_pend_free(l, cg_tcp_container(l->pending.next, cg_tcp_pend_t,
+                                              link), true);
+    while (!cg_tcp_list_empty(&l->forming))
+        cg_tcp_conn_destroy(cg_tcp_container(l->forming.next, cg_tcp_conn_t,
+                                             link), CG_ERR_CANCELED);
+    while (!cg_tcp_list_empty(&l->ready))
+        cg_tcp_conn_destroy(cg_tcp_container(l->ready.next, cg_tcp_conn_t,
+                                             link), CG_ERR_CANCELED);
+    cg_tcp_list_del(&l->link);
+    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, l, sizeof(*l));
+}

@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The UCX backend's context and worker: ucp_init (tag matching + wakeup),
+ * one single-threaded worker driven only by explicit progress, the periodic
+ * sweep (listeners, control sockets, timeouts, endpoint closes), and
+ * cg_tp_wait's spin-then-sleep. Connections live in ucx_conn.c, requests
+ * in ucx_req.c. Layer: transport; calls UCX and core/base only.
+ */
+#include "transport/ucx_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "core/base/error.h"
+
+/* cg_tp_wait sleeps once UCX has reported no event for this long. */
+#define CG_UCX_SPIN_NS 100000ull
+/* Longest single sleep, so sweeps (timeouts, listeners) still run. */
+#define CG_UCX_SLEEP_MS 20
+/* Sleep bound while handshakes run or sends are pending. */
+#define CG_UCX_SHORT_SLEEP_MS 1
+
+cg_status_t cg__ucx_status(ucs_status_t status)
+{
+    switch (status) {
+    case UCS_OK:
+        return CG_OK;
+    case UCS_INPROGRESS:
+        return CG_INPROGRESS;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+        return CG_ERR_TRUNCATED;
+    case UCS_ERR_CANCELED:
+        return CG_ERR_CANCELED;
+    case UCS_ERR_NO_MEMORY:
+        return CG_ERR_NO_MEMORY;
+    case UCS_ERR_TIMED_OUT:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+        return CG_ERR_TIMEOUT;
+    case UCS_ERR_UNREACHABLE:
+        return CG_ERR_UNREACHABLE;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_REJECTED:
+        return CG_ERR_PEER_RESET;
+    case UCS_ERR_INVALID_PARAM:
+        return CG_ERR_INVALID_PARAM;
+    default:
+        return CG_ERR_IO;
+    }
+}
+
+void cg__ucx_epoll_add(cg_ucx_tp_t *tp, int fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = fd};
+
+    if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        cg_warn(tp->log, "ucx: epoll_ctl add fd %d failed: %m (waits will "
+                "poll instead of sleeping on it)", fd);
+}
+
+void cg__ucx_epoll_del(cg_ucx_tp_t *tp, int fd)
+{
+    if (epoll_ctl(tp->epfd, EPOLL_CTL_DEL, fd, NULL) != 0)
+        cg_debug(tp->log, "ucx: epoll_ctl del fd %d failed: %m", fd);
+}
+
+static void cg__ucx_sweep(cg_ucx_tp_t *tp, uint64_t now)
+{
+    cg_ucx_link_t *l, *next;
+
+    tp->sweep_now = 0;
+    tp->next_sweep_ns = now + CG_UCX_SWEEP_NS;
+    for (l = tp->listeners.next; l != &tp->listeners; l = l->next)
+        cg__ucx_listener_progress(cg_ucx_of(l, cg_ucx_listener_t, link));
+    for (l = tp->conns.next; l != &tp->conns; l = l->next)
+        cg__ucx_conn_sweep(cg_ucx_of(l, cg_ucx_conn_t, link), now);
+    for (l = tp->closing.next; l != &tp->closing; l = next) {
+        next = l->next;
+        cg__ucx_conn_reap(cg_ucx_of(l, cg_ucx_conn_t, link));
+    }
+}
+
+unsigned cg__ucx_progress(cg_ucx_tp_t *tp)
+{
+    cg_ucx_link_t *l, *next;
+    unsigned events;
+    uint64_t now;
+
+    events = ucp_worker_progress(tp->worker);
+    /* The clock is read every few rounds: sweeps need ms precision, and a
+     * read costs as much as an idle UCX progress round. */
+    if (++tp->rounds % CG_UCX_CLOCK_ROUNDS != 0 && !tp->sweep_now &&
+        tp->nhs == 0)
+        return events;
+    if (tp->nhs > 0) {
+        for (l = tp->conns.next; l != &tp->conns; l = next) {
+            next = l->next;
+            cg_ucx_conn_t *conn = cg_ucx_of(l, cg_ucx_conn_t, link);
+            if (conn->state == CG_UCX_CONN_HANDSHAKE)
+                cg__ucx_conn_hs_progress(conn);
+        }
+    }
+    now = cg_now_ns();
+    if (tp->sweep_now || now >= tp->next_sweep_ns)
+        cg__ucx_sweep(tp, now);
+    return events;
+}
+
+static cg_status_t cg__ucx_progress_op(cg_transport_t *super)
+{
+    cg__ucx_progress((cg_ucx_tp_t *)super);
+    return CG_OK;
+}
+
+/* Sleeps until the worker, a control socket or a listener has an event, or
+ * a bound passes: short while handshakes run (their sockets are not in the
+ * epoll set) or sends are pending (UCX raises no event when a full shared
+ * memory FIFO drains, so a stalled sender must look again soon). */
+static void cg__ucx_sleep(cg_ucx_tp_t *tp)
+{
+    struct epoll_event evs[8];
+    ucs_status_t us;
+    int n, i, ms;
+
+    us = ucp_worker_arm(tp->worker);
+    if (us == UCS_ERR_BUSY)
+        return; /* events arrived meanwhile: progress again */
+    ms = (tp->nhs > 0 || tp->nsends > 0 || us != UCS_OK)
+             ? CG_UCX_SHORT_SLEEP_MS : CG_UCX_SLEEP_MS;
+    n = epoll_wait(tp->epfd, evs, 8, ms);
+    for (i = 0; i < n; i++) {
+        if (evs[i].data.fd != tp->efd)
+            tp->sweep_now = 1;
+    }
+}
+
+/* Spins on progress while UCX reports events, sleeps once it has been quiet
+ * for CG_UCX_SPIN_NS. */
+cg_status_t cg__ucx_wait(cg_tp_req_t *req_h, size_t *size_p)
+{
+    cg_ucx_req_t *req = (cg_ucx_req_t *)req_h;
+    cg_ucx_tp_t *tp = req->tp;
+    uint64_t quiet_since = 0;
+    unsigned idle = 0;
+
+    while (req->status == CG_INPROGRESS) {
+        if (cg__ucx_progress(tp) > 0) {
+            idle = 0;
+            quiet_since = 0;
+            continue;
+        }
+        if (++idle % CG_UCX_CLOCK_ROUNDS != 0)
+            continue;
+        if (quiet_since == 0) {
+            quiet_since = cg_now_ns();
+        } else if (cg_now_ns() - quiet_since >= CG_UCX_SPIN_NS &&
+                   req->status == CG_INPROGRESS) {
+            cg__ucx_sleep(tp);
+            quiet_since = 0;
+        }
+    }
+    return cg__ucx_test(req_h, size_p);
+}
+
+/* Keeps shared memory usable under peer-failure error handling: UCX 1.13
+ * only offers posix/sysv to such endpoints when MM_ERROR_HANDLING is on
+ * (else every endpoint falls back to TCP on loopback, at half the
+ * bandwidth). Set only when the user left all three variables alone and
+ * UCX_TLS allows shared memory. */
+static void cg__ucx_config_defaults(cg_ucx_tp_t *tp, ucp_config_t *config)
+{
+    static const char *const user_set[] = {
+        "UCX_MM_ERROR_HANDLING", "UCX_POSIX_ERROR_HANDLING",
+        "UCX_SYSV_ERROR_HANDLING"};
+
+    const char *tls = getenv("UCX_TLS");
+    ucs_status_t us;
+    size_t i;
+
+    for (i = 0; i < sizeof(user_set) / sizeof(user_set[0]); i++) {
+        if (getenv(user_set[i]) != NULL)
+            return;
+    }
+    /* A UCX_TLS without shared memory would make UCX warn that the
+     * setting is unused. */
+    if (tls != NULL && tls[0] != '^' && strstr(tls, "all") == NULL &&
+        strstr(tls, "shm") == NULL && strstr(tls, "mm") == NULL &&
+        strstr(tls, "posix") == NULL && strstr(tls, "sysv") == NULL)
+        return;
+    us = ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
+    if (us != UCS_OK)
+        cg_debug(tp->log, "ucx: cannot set MM_ERROR_HANDLING=y: %s",
+                 ucs_status_string(us));
+}
+
+static cg_status_t cg__ucx_init_worker(cg_ucx_tp_t *tp)
+{
+    ucp_worker_params_t wp = {0};
+    ucp_worker_attr_t attr = {0};
+    ucs_status_t us;
+
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    us = ucp_worker_create(tp->context, &wp, &tp->worker);
+    if (us != UCS_OK)
+        return cg_error_set(cg__ucx_status(us), "ucx: ucp_worker_create "
+                            "failed: %s", ucs_status_string(us));
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
+    us = ucp_worker_query(tp->worker, &attr);
+    if (us != UCS_OK)
+        return cg_error_set(cg__ucx_status(us), "ucx: ucp_worker_query "
+                            "(address) failed: %s", ucs_status_string(us));
+    tp->addr = attr.address;
+    tp->addr_len = attr.address_length;
+    if (tp->addr_len + CG_UCX_ID_SIZE > CG_HS_PAYLOAD_MAX)
+        return cg_error_set(CG_ERR_UNSUPPORTED, "ucx: worker address of %zu "
+                            "bytes exceeds the handshake payload limit %d "
+                            "(restrict UCX_TLS)", tp->addr_len,
+                            CG_HS_PAYLOAD_MAX - CG_UCX_ID_SIZE);
+    us = ucp_worker_get_efd(tp->worker, &tp->efd);
+    if (us != UCS_OK)
+        return cg_error_set(cg__ucx_status(us), "ucx: ucp_worker_get_efd "
+                            "failed: %s", ucs_status_string(us));
+    return CG_OK;
+}
+
+static void cg__ucx_release(cg_ucx_tp_t *tp)
+{
+    cg_ucx_link_t *l;
+
+    if (tp->worker != NULL) {
+        if (tp->addr != NULL)
+            ucp_worker_release_address(tp->worker, tp->addr);
+        ucp_worker_destroy(tp->worker);
+        tp->worker = NULL; /* request frees now bypass the cache */
+    }
+    /* The worker is gone, so no callback can touch these any more. */
+    while (!cg_ucx_list_empty(&tp->zombies)) {
+        l = tp->zombies.next;
+        cg__ucx_req_free(cg_ucx_of(l, cg_ucx_req_t, link));
+    }
+    cg__ucx_req_cache_drain(tp);
+    if (tp->context != NULL)
+        ucp_cleanup(tp->context);
+    if (tp->epfd >= 0)
+        close(tp->epfd);
+    cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, tp, sizeof(*tp));
+}
+
+static cg_status_t cg__ucx_create(const cg_transport_params_t *params,
+                                  cg_transport_t **tp_p)
+{
+    ucp_params_t up = {0};
+    ucp_config_t *config;
+    ucs_status_t us;
+    cg_ucx_tp_t *tp;
+    cg_status_t st;
+
+    tp = cg_mem_alloc(&params->mem, CG_MEM_CAT_CONTROL, sizeof(*tp));
+    if (tp == NULL)
+        return cg_error_set(CG_ERR_NO_MEMORY, "ucx: cannot allocate the "
+                            "transport (%zu bytes)", sizeof(*tp));
+    memset(tp, 0, sizeof(*tp));
+    tp->super.ops = &cg_ucx_ops;
+    tp->super.params = *params;
+    tp->log = params->log;
+    if (params->ifname != NULL &&
+        strlen(params->ifname) >= sizeof(tp->ifname)) {
+        st = cg_error_set(CG_ERR_INVALID_PARAM, "ucx: interface list '%s' "
+                          "is longer than %zu bytes", params->ifname,
+                          sizeof(tp->ifname) - 1);
+        cg_mem_free(&params->mem, CG_MEM_CAT_CONTROL, tp, sizeof(*tp));
+        return st;
+    }
+    if (params->ifname != NULL)
+        strcpy(tp->ifname, params->ifname);
+    tp->super.params.ifname = tp->ifname;
+    tp->efd = -1;
+    tp->next_conn_id = 1;
+    cg_ucx_list_init(&tp->conns);
+    cg_ucx_list_init(&tp->listeners);
+    cg_ucx_list_init(&tp->zombies);
+    cg_ucx_list_init(&tp->closing);
+    cg_ucx_list_init(&tp->req_cache);
+    tp->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (tp->epfd < 0) {
+        st = cg_error_set(CG_ERR_IO, "ucx: epoll_create1 failed: %s",
+                          strerror(errno));
+        goto err_free;
+    }
+
+    us = ucp_config_read(NULL, NULL, &config);
+    if (us != UCS_OK) {
+        st = cg_error_set(CG_ERR_CONFIG, "ucx: ucp_config_read failed: %s "
+                          "(check the UCX_* variables)",
+                          ucs_status_string(us));
+        goto err_free;
+    }
+    cg__ucx_config_defaults(tp, config);
+    up.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+    up.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    up.name = "collguard";
+    us = ucp_init(&up, config, &tp->context);
+    ucp_config_release(config);
+    if (us != UCS_OK) {
+        st = cg_error_set(cg__ucx_status(us), "ucx: ucp_init failed: %s",
+                          ucs_status_string(us));
+        goto err_free;
+    }
+    st = cg__ucx_init_worker(tp);
+    if (st != CG_OK)
+        goto err_free;
+    cg__ucx_epoll_add(tp, tp->efd);
+    cg_debug(tp->log, "ucx: worker ready, address %zu bytes", tp->addr_len);
+    *tp_p = &tp->super;
+    return CG_OK;
+
+err_free:
+    cg__ucx_release(tp);
+    return st;
+}
+
+static void cg__ucx_destroy(cg_transport_t *super)
+{
+    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super;
+    unsigned left = 0;
+
+    while (!cg_ucx_list_empty(&tp->listeners))
+        cg__ucx_listener_close(
+            &cg_ucx_of(tp->listeners.next, cg_ucx_listener_t, link)->super);
+    while (!cg_ucx_list_empty(&tp->conns)) {
+        left++;
+        cg__ucx_conn_close(
+            &cg_ucx_of(tp->conns.next, cg_ucx_conn_t, link)->super);
+    }
+    if (left > 0)
+        cg_warn(tp->log, "ucx: transport destroyed with %u connection(s) "
+                "still open; closed them", left);
+    while (!cg_ucx_list_empty(&tp->closing)) {
+        cg_ucx_conn_t *conn = cg_ucx_of(tp->closing.next, cg_ucx_conn_t,
+                                        link);
+        if (conn->close_req != NULL) {
+            ucp_request_free(conn->close_req); /* released when it ends */
+            conn->close_req = NULL;
+        }
+        cg__ucx_conn_reap(conn);
+    }
+    cg__ucx_release(tp);
+}
+
+const cg_transport_ops_t cg_ucx_ops = {
+    .name = "ucx",
+    .create = cg__ucx_create,
+    .destroy = cg__ucx_destroy,
+    .listen = cg__ucx_listen,
+    .accept = cg__ucx_accept,
+    .listener_close = cg__ucx_listener_close,
+    .connect = cg__ucx_connect,
+    .conn_ready = cg__ucx_conn_ready,
+    .conn_close = cg__ucx_conn_close,
+    .isend = cg__ucx_isend,
+    .irecv = cg__ucx_irecv,
+    .test = cg__ucx_test,
+    .wait = cg__ucx_wait,
+    .progress = cg__ucx_progress_op,
+};

@@ -1,0 +1,520 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * UCX backend connections: a TCP control socket per connection carries the
+ * handshake (job cookie, rank, conn id and worker address both ways), then
+ * stays open as the liveness signal (EOF or reset = the peer is gone). Also
+ * listeners, endpoint creation with peer-failure handling, the per-conn
+ * sweep (liveness, timeout) and close. Layer: transport; calls UCX,
+ * transport/sock, transport/handshake and core/base only.
+ */
+#include "transport/ucx_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/base/error.h"
+
+/* Longest a close waits for its endpoint flush before parking it. */
+#define CG_UCX_CLOSE_NS 2000000000ull
+/* Progress rounds that drain data already received from a dead peer. */
+#define CG_UCX_DRAIN_ROUNDS 1000
+
+static void cg__ucx_put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t cg__ucx_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static cg_ucx_tp_t *cg__ucx_conn_tp(const cg_ucx_conn_t *conn)
+{
+    return (cg_ucx_tp_t *)conn->super.tp;
+}
+
+static cg_ucx_conn_t *cg__ucx_conn_new(cg_ucx_tp_t *tp, int fd,
+                                       cg_hs_role_t role)
+{
+    size_t payload_len = CG_UCX_ID_SIZE + tp->addr_len;
+    size_t size = sizeof(cg_ucx_conn_t) + payload_len;
+    cg_hs_hdr_t local = {0};
+    cg_ucx_conn_t *conn;
+
+    conn = cg_mem_alloc(&tp->super.params.mem, CG_MEM_CAT_CONTROL, size);
+    if (conn == NULL)
+        return NULL;
+    memset(conn, 0, sizeof(*conn));
+    conn->super.ops = &cg_ucx_ops;
+    conn->super.tp = &tp->super;
+    conn->super.peer_rank = -1;
+    conn->alloc_size = size;
+    conn->state = CG_UCX_CONN_HANDSHAKE;
+    conn->status = CG_INPROGRESS;
+    conn->fd = fd;
+    if (tp->next_conn_id == 0)
+        tp->next_conn_id = 1;
+    conn->id = tp->next_conn_id++;
+    cg_ucx_list_init(&conn->link);
+    cg_ucx_list_init(&conn->reqs);
+    cg__ucx_put32(conn->payload, conn->id);
+    memcpy(conn->payload + CG_UCX_ID_SIZE, tp->addr, tp->addr_len);
+
+    local.kind = CG_HS_KIND_UCX_CTRL;
+    local.cookie = tp->super.params.cookie;
+    local.rank = tp->super.params.rank;
+    local.nsocks = 1;
+    local.conn_id = conn->id;
+    local.payload_len = (uint32_t)payload_len;
+    cg_sock_tune(fd, tp->super.params.timeout_ns);
+    cg_hs_init(&conn->hs, role, fd, &local, conn->payload,
+               cg_deadline_ns(tp->super.params.timeout_ns));
+    tp->nhs++;
+    return conn;
+}
+
+static void cg__ucx_conn_free(cg_ucx_conn_t *conn)
+{
+    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+
+    if (conn->state == CG_UCX_CONN_HANDSHAKE)
+        tp->nhs--;
+    if (conn->fd >= 0) {
+        if (conn->in_epoll)
+            cg__ucx_epoll_del(tp, conn->fd);
+        cg_sock_close(conn->fd);
+    }
+    cg_ucx_list_del(&conn->link);
+    cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, conn,
+                conn->alloc_size);
+}
+
+static void cg__ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    cg_ucx_conn_t *conn = arg;
+
+    (void)ep;
+    /* Runs inside ucp_worker_progress: only note it; the sweep fails the
+     * conn outside UCX. */
+    conn->ep_error = status;
+    cg__ucx_conn_tp(conn)->sweep_now = 1;
+}
+
+/* The handshake is done: take the peer's id and address, make the ep. */
+static cg_status_t cg__ucx_conn_establish(cg_ucx_conn_t *conn)
+{
+    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    const cg_hs_hdr_t *peer = &conn->hs.peer;
+    ucp_ep_params_t ep = {0};
+    ucs_status_t us;
+
+    if (peer->payload_len <= CG_UCX_ID_SIZE)
+        return cg_error_set(CG_ERR_HANDSHAKE, "ucx: handshake payload of %u "
+                            "bytes holds no worker address (is the peer a "
+                            "UCX transport?)", peer->payload_len);
+    conn->peer_id = cg__ucx_get32(conn->hs.peer_payload);
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = (const ucp_address_t *)(conn->hs.peer_payload +
+                                         CG_UCX_ID_SIZE);
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = cg__ucx_ep_error;
+    ep.err_handler.arg = conn;
+    us = ucp_ep_create(tp->worker, &ep, &conn->ep);
+    if (us != UCS_OK)
+        return cg_error_set(CG_ERR_UNREACHABLE, "ucx: ucp_ep_create to rank "
+                            "%d failed: %s", peer->rank,
+                            ucs_status_string(us));
+    conn->super.peer_rank = peer->rank;
+    conn->state = CG_UCX_CONN_READY;
+    conn->status = CG_OK;
+    conn->last_activity_ns = 0;
+    tp->nhs--;
+    return CG_OK;
+}
+
+static void cg__ucx_ep_close(cg_ucx_conn_t *conn, int force)
+{
+    ucp_request_param_t p = {0};
+    void *r;
+
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    r = ucp_ep_close_nbx(conn->ep, &p);
+    conn->ep = NULL;
+    if (UCS_PTR_IS_PTR(r))
+        conn->close_req = r;
+    else if (UCS_PTR_IS_ERR(r))
+        cg_debug(cg__ucx_conn_tp(conn)->log, "ucx: closing the endpoint to "
+                 "rank %d: %s", conn->super.peer_rank,
+                 ucs_status_string(UCS_PTR_STATUS(r)));
+}
+
+/* Frees a finished endpoint close request; 1 when none is left. */
+static int cg__ucx_close_done(cg_ucx_conn_t *conn)
+{
+    if (conn->close_req == NULL)
+        return 1;
+    if (ucp_request_check_status(conn->close_req) == UCS_INPROGRESS)
+        return 0;
+    ucp_request_free(conn->close_req);
+    conn->close_req = NULL;
+    return 1;
+}
+
+int cg__ucx_conn_reap(cg_ucx_conn_t *conn)
+{
+    if (!cg__ucx_close_done(conn))
+        return 0;
+    cg__ucx_conn_free(conn);
+    return 1;
+}
+
+void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
+                       const char *why)
+{
+    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+
+    if (conn->state == CG_UCX_CONN_FAILED)
+        return;
+    if (conn->state == CG_UCX_CONN_HANDSHAKE)
+        tp->nhs--;
+    conn->state = CG_UCX_CONN_FAILED;
+    conn->status = status;
+    snprintf(conn->why, sizeof(conn->why), "%s", why);
+    /* A peer that closes while nothing is pending is ordinary. */
+    if (cg_ucx_list_empty(&conn->reqs))
+        cg_debug(tp->log, "ucx: connection %u to rank %d ended: %s",
+                 conn->id, conn->super.peer_rank, conn->why);
+    else
+        cg_warn(tp->log, "ucx: connection %u to rank %d failed: %s",
+                conn->id, conn->super.peer_rank, conn->why);
+    while (!cg_ucx_list_empty(&conn->reqs))
+        cg__ucx_req_finish(cg_ucx_of(conn->reqs.next, cg_ucx_req_t, link),
+                           status);
+    if (conn->ep != NULL)
+        cg__ucx_ep_close(conn, 1);
+    if (conn->fd >= 0) {
+        if (conn->in_epoll)
+            cg__ucx_epoll_del(tp, conn->fd);
+        conn->in_epoll = 0;
+        cg_sock_close(conn->fd);
+        conn->fd = -1;
+    }
+}
+
+/* Before failing a conn whose peer went away, deliver what already
+ * arrived from it. */
+static void cg__ucx_drain(cg_ucx_tp_t *tp)
+{
+    int i;
+
+    for (i = 0; i < CG_UCX_DRAIN_ROUNDS; i++) {
+        if (ucp_worker_progress(tp->worker) == 0)
+            break;
+    }
+}
+
+void cg__ucx_conn_sweep(cg_ucx_conn_t *conn, uint64_t now)
+{
+    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    uint64_t timeout = tp->super.params.timeout_ns;
+    char why[160];
+    char byte;
+    ssize_t n;
+
+    cg__ucx_close_done(conn);
+    if (conn->state != CG_UCX_CONN_READY)
+        return;
+    if (conn->ep_error != UCS_OK) {
+        cg__ucx_drain(tp);
+        snprintf(why, sizeof(why), "endpoint error: %s",
+                 ucs_status_string(conn->ep_error));
+        cg__ucx_conn_fail(conn, CG_ERR_PEER_RESET, why);
+        return;
+    }
+    n = recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                   errno != EINTR)) {
+        if (n == 0)
+            snprintf(why, sizeof(why), "peer closed its control socket");
+        else
+            snprintf(why, sizeof(why), "control socket: %s",
+                     strerror(errno));
+        cg__ucx_drain(tp);
+        cg__ucx_conn_fail(conn, CG_ERR_PEER_RESET, why);
+        return;
+    }
+    if (n > 0) {
+        cg__ucx_conn_fail(conn, CG_ERR_PEER_RESET, "unexpected data on the "
+                          "control socket (protocol violation)");
+        return;
+    }
+    if (conn->last_activity_ns == 0) {
+        conn->last_activity_ns = now;
+        return;
+    }
+    if (timeout == 0 || cg_ucx_list_empty(&conn->reqs))
+        return;
+    timeout += conn->pending_bytes / CG_UCX_MIN_BPS * 1000000000ull;
+    if (now - conn->last_activity_ns > timeout) {
+        snprintf(why, sizeof(why), "no request completed for %.1f s while "
+                 "%llu bytes were pending (CG_TIMEOUT %.1f s)",
+                 (double)(now - conn->last_activity_ns) / 1e9,
+                 (unsigned long long)conn->pending_bytes,
+                 (double)tp->super.params.timeout_ns / 1e9);
+        cg__ucx_conn_fail(conn, CG_ERR_TIMEOUT, why);
+    }
+}
+
+void cg__ucx_conn_hs_progress(cg_ucx_conn_t *conn)
+{
+    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg_status_t st = cg_hs_progress(&conn->hs);
+
+    if (st == CG_INPROGRESS)
+        return;
+    if (st == CG_OK)
+        st = cg__ucx_conn_establish(conn);
+    if (st != CG_OK) {
+        cg__ucx_conn_fail(conn, st, cg_last_error());
+        return;
+    }
+    cg__ucx_epoll_add(tp, conn->fd);
+    conn->in_epoll = 1;
+    cg_debug(tp->log, "ucx: connection %u to rank %d ready (peer conn %u)",
+             conn->id, conn->super.peer_rank, conn->peer_id);
+    cg__ucx_req_post_queued(conn);
+}
+
+cg_status_t cg__ucx_connect(cg_transport_t *super,
+                            const cg_tp_handle_t *handle,
+                            cg_tp_conn_t **conn_p)
+{
+    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super;
+    cg_sockaddr_t addr;
+    cg_ucx_conn_t *conn;
+    cg_status_t st;
+    int fd;
+
+    if (cg__ucx_get32(handle->bytes) != CG_UCX_HANDLE_MAGIC)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "ucx: connect handle is "
+                            "not a UCX listen handle (magic 0x%08x); do both "
+                            "sides use the same CG_TRANSPORT?",
+                            cg__ucx_get32(handle->bytes));
+    st = cg_sockaddr_unpack(handle->bytes + 4, &addr);
+    if (st != CG_OK)
+        return st;
+    st = cg_sock_connect_start(&addr, &fd);
+    if (st != CG_OK)
+        return st;
+    conn = cg__ucx_conn_new(tp, fd, CG_HS_CONNECTOR);
+    if (conn == NULL) {
+        cg_sock_close(fd);
+        return cg_error_set(CG_ERR_NO_MEMORY, "ucx: cannot allocate a "
+                            "connection");
+    }
+    cg_ucx_list_push(&tp->conns, &conn->link);
+    cg__ucx_conn_hs_progress(conn);
+    *conn_p = &conn->super;
+    return CG_OK;
+}
+
+cg_status_t cg__ucx_conn_ready(cg_tp_conn_t *super)
+{
+    cg_ucx_conn_t *conn = (cg_ucx_conn_t *)super;
+
+    if (conn->state == CG_UCX_CONN_HANDSHAKE)
+        cg__ucx_progress(cg__ucx_conn_tp(conn));
+    switch (conn->state) {
+    case CG_UCX_CONN_READY:
+        return CG_OK;
+    case CG_UCX_CONN_HANDSHAKE:
+        return CG_INPROGRESS;
+    default:
+        return cg_error_set(conn->status, "ucx: connection %u: %s", conn->id,
+                            conn->why);
+    }
+}
+
+void cg__ucx_conn_close(cg_tp_conn_t *super)
+{
+    cg_ucx_conn_t *conn = (cg_ucx_conn_t *)super;
+    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    int live_sends = 0;
+    uint64_t deadline;
+
+    while (!cg_ucx_list_empty(&conn->reqs)) {
+        cg_ucx_req_t *req = cg_ucx_of(conn->reqs.next, cg_ucx_req_t, link);
+        if (!(req->flags & CG_UCX_REQ_RECV) && req->ucp != NULL)
+            live_sends = 1;
+        cg__ucx_req_finish(req, CG_ERR_CANCELED);
+    }
+    /* Flush what was sent, unless sends are stuck or the peer is gone. */
+    if (conn->ep != NULL)
+        cg__ucx_ep_close(conn, live_sends ||
+                                   conn->state != CG_UCX_CONN_READY);
+    deadline = cg_now_ns() + CG_UCX_CLOSE_NS;
+    while (!cg__ucx_close_done(conn) && cg_now_ns() < deadline)
+        ucp_worker_progress(tp->worker);
+    cg_ucx_list_del(&conn->link);
+    if (conn->close_req == NULL) {
+        cg__ucx_conn_free(conn);
+        return;
+    }
+    cg_warn(tp->log, "ucx: endpoint to rank %d did not close within %.1f s; "
+            "finishing in the background", conn->super.peer_rank,
+            CG_UCX_CLOSE_NS / 1e9);
+    if (conn->fd >= 0) {
+        if (conn->in_epoll)
+            cg__ucx_epoll_del(tp, conn->fd);
+        conn->in_epoll = 0;
+        cg_sock_close(conn->fd);
+        conn->fd = -1;
+    }
+    if (conn->state == CG_UCX_CONN_HANDSHAKE)
+        tp->nhs--;
+    conn->state = CG_UCX_CONN_FAILED;
+    cg_ucx_list_push(&tp->closing, &conn->link);
+}
+
+/* Listeners ------------------------------------------------------------ */
+
+cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
+                           cg_tp_listener_t **listener_p)
+{
+    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super;
+    cg_ucx_listener_t *l;
+    cg_sockaddr_t addr;
+    char str[CG_SOCKADDR_STRLEN];
+    cg_status_t st;
+
+    st = cg_sock_pick_addr(tp->ifname, &addr, NULL, 0);
+    if (st != CG_OK)
+        return st;
+    l = cg_mem_alloc(&tp->super.params.mem, CG_MEM_CAT_CONTROL, sizeof(*l));
+    if (l == NULL)
+        return cg_error_set(CG_ERR_NO_MEMORY, "ucx: cannot allocate a "
+                            "listener");
+    memset(l, 0, sizeof(*l));
+    l->super.ops = &cg_ucx_ops;
+    l->super.tp = super;
+    cg_ucx_list_init(&l->pending);
+    cg_ucx_list_init(&l->ready);
+    st = cg_sock_listen(&addr, 128, &l->fd, &l->addr);
+    if (st != CG_OK) {
+        cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, l,
+                    sizeof(*l));
+        return st;
+    }
+    memset(handle_p, 0, sizeof(*handle_p));
+    cg__ucx_put32(handle_p->bytes, CG_UCX_HANDLE_MAGIC);
+    cg_sockaddr_pack(&l->addr, handle_p->bytes + 4);
+    cg__ucx_epoll_add(tp, l->fd);
+    cg_ucx_list_push(&tp->listeners, &l->link);
+    cg_debug(tp->log, "ucx: listening on %s",
+             cg_sockaddr_str(&l->addr, str, sizeof(str)));
+    *listener_p = &l->super;
+    return CG_OK;
+}
+
+static void cg__ucx_listener_accept_new(cg_ucx_listener_t *l)
+{
+    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)l->super.tp;
+    cg_ucx_conn_t *conn;
+    cg_status_t st;
+    int fd;
+
+    while (l->npending < CG_UCX_PENDING_MAX) {
+        st = cg_sock_accept(l->fd, &fd, NULL);
+        if (st == CG_INPROGRESS)
+            return;
+        if (st != CG_OK) {
+            cg_warn(tp->log, "ucx: accept failed: %s", cg_last_error());
+            return;
+        }
+        conn = cg__ucx_conn_new(tp, fd, CG_HS_ACCEPTOR);
+        if (conn == NULL) {
+            cg_warn(tp->log, "ucx: no memory for an incoming connection; "
+                    "dropped it");
+            cg_sock_close(fd);
+            return;
+        }
+        conn->listener = l;
+        cg_ucx_list_push(&l->pending, &conn->link);
+        l->npending++;
+    }
+}
+
+void cg__ucx_listener_progress(cg_ucx_listener_t *l)
+{
+    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)l->super.tp;
+    cg_ucx_link_t *link, *next;
+    cg_status_t st;
+
+    cg__ucx_listener_accept_new(l);
+    for (link = l->pending.next; link != &l->pending; link = next) {
+        cg_ucx_conn_t *conn = cg_ucx_of(link, cg_ucx_conn_t, link);
+        next = link->next;
+        st = cg_hs_progress(&conn->hs);
+        if (st == CG_INPROGRESS)
+            continue;
+        l->npending--;
+        cg_ucx_list_del(&conn->link);
+        if (st == CG_OK)
+            st = cg__ucx_conn_establish(conn);
+        if (st != CG_OK) {
+            cg_warn(tp->log, "ucx: refused connection %u (peer rank %d): %s",
+                    conn->id, (int)conn->hs.peer.rank, cg_last_error());
+            cg__ucx_conn_free(conn);
+            continue;
+        }
+        cg_ucx_list_push(&l->ready, &conn->link);
+    }
+}
+
+cg_status_t cg__ucx_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p)
+{
+    cg_ucx_listener_t *l = (cg_ucx_listener_t *)super;
+    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super->tp;
+    cg_ucx_conn_t *conn;
+
+    ucp_worker_progress(tp->worker);
+    cg__ucx_listener_progress(l);
+    if (cg_ucx_list_empty(&l->ready))
+        return CG_INPROGRESS;
+    conn = cg_ucx_of(l->ready.next, cg_ucx_conn_t, link);
+    cg_ucx_list_del(&conn->link);
+    conn->listener = NULL;
+    cg_ucx_list_push(&tp->conns, &conn->link);
+    cg__ucx_epoll_add(tp, conn->fd);
+    conn->in_epoll = 1;
+    cg_debug(tp->log, "ucx: accepted connection %u from rank %d (peer conn "
+             "%u)", conn->id, conn->super.peer_rank, conn->peer_id);
+    *conn_p = &conn->super;
+    return CG_OK;
+}
+
+void cg__ucx_listener_close(cg_tp_listener_t *super)
+{
+    cg_ucx_listener_t *l = (cg_ucx_listener_t *)super;
+    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super->tp;
+
+    while (!cg_ucx_list_empty(&l->pending))
+        cg__ucx_conn_free(cg_ucx_of(l->pending.next, cg_ucx_conn_t, link));
+    while (!cg_ucx_list_empty(&l->ready))
+        cg__ucx_conn_close(
+            &cg_ucx_of(l->ready.next, cg_ucx_conn_t, link)->super);
+    cg__ucx_epoll_del(tp, l->fd);
+    cg_sock_close(l->fd);
+    cg_ucx_list_del(&l->link);
+    cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, l, sizeof(*l));
+}

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internals of the UCX backend, shared by ucx.c (context, worker, progress,
+ * wait), ucx_conn.c (control socket, handshake, endpoints, liveness) and
+ * ucx_req.c (tag send/receive and request lifetime). Layer: transport;
+ * calls UCX, transport/sock, transport/handshake and core/base only.
+ */
+#ifndef CG_TRANSPORT_UCX_INT_H
+#define CG_TRANSPORT_UCX_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ucp/api/ucp.h>
+
+#include "transport/handshake.h"
+#include "transport/sock.h"
+#include "transport/transport_impl.h"
+
+/* Intrusive doubly-linked list; a head is a link to itself when empty. */
+typedef struct cg_ucx_link {
+    struct cg_ucx_link *prev, *next;
+} cg_ucx_link_t;
+
+static inline void cg_ucx_list_init(cg_ucx_link_t *l)
+{
+    l->prev = l->next = l;
+}
+
+static inline int cg_ucx_list_empty(const cg_ucx_link_t *head)
+{
+    return head->next == head;
+}
+
+static inline void cg_ucx_list_push(cg_ucx_link_t *head, cg_ucx_link_t *l)
+{
+    l->prev = head->prev;
+    l->next = head;
+    head->prev->next = l;
+    head->prev = l;
+}
+
+static inline void cg_ucx_list_del(cg_ucx_link_t *l)
+{
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    cg_ucx_list_init(l);
+}
+
+#define cg_ucx_of(ptr, type, member)                                         \
+    ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/* Handle layout: magic, then the packed control-socket address. */
+#define CG_UCX_HANDLE_MAGIC 0x31585543u /* "CUX1" */
+/* Handshake payload: our conn id (u32 little-endian), then the worker
+ * address. */
+#define CG_UCX_ID_SIZE 4
+/* Handshakes a listener runs at once; more wait in the kernel backlog. */
+#define CG_UCX_PENDING_MAX 64
+/* How often progress looks at control sockets, timeouts and listeners. */
+#define CG_UCX_SWEEP_NS 1000000ull
+/* Progress rounds between clock reads. */
+#define CG_UCX_CLOCK_ROUNDS 32u
+/* Finished request objects kept for reuse. */
+#define CG_UCX_REQ_CACHE 64u
+/* The timeout grows by the pending bytes at this rate (bytes per second),
+ * so one huge message on a slow link is not mistaken for a silent peer. */
+#define CG_UCX_MIN_BPS 100000000ull
+
+typedef struct cg_ucx_tp {
+    cg_transport_t super;
+    const cg_log_t *log;
+    char ifname[256];         /* copy of params.ifname */
+    ucp_context_h context;
+    ucp_worker_h worker;
+    ucp_address_t *addr;
+    size_t addr_len;
+    int efd;                  /* worker wakeup fd */
+    int epfd;                 /* efd, control sockets of live conns, listeners */
+    uint32_t next_conn_id;
+    uint64_t next_sweep_ns;
+    unsigned rounds;          /* progress rounds, paces clock reads */
+    int sweep_now;            /* an error callback or a wakeup asks for one */
+    unsigned nhs;             /* handshakes running (connect or accept side) */
+    unsigned nsends;          /* send requests pending in UCX */
+    cg_ucx_link_t conns;      /* conns handed to the user */
+    cg_ucx_link_t listeners;
+    cg_ucx_link_t zombies;    /* reqs done for the user, UCX part still live */
+    cg_ucx_link_t closing;    /* closed conns whose endpoint close is pending */
+    cg_ucx_link_t req_cache;  /* free request objects, up to REQ_CACHE */
+    unsigned ncached;
+} cg_ucx_tp_t;
+
+typedef enum {
+    CG_UCX_CONN_HANDSHAKE = 0,
+    CG_UCX_CONN_READY,
+    CG_UCX_CONN_FAILED
+} cg_ucx_conn_state_t;
+
+typedef struct cg_ucx_listener cg_ucx_listener_t;
+
+typedef struct cg_ucx_conn {
+    cg_tp_conn_t super;
+    cg_ucx_link_t link;       /* tp->conns, listener lists or tp->closing */
+    cg_ucx_conn_state_t state;
+    cg_status_t status;       /* why it failed */
+    char why[160];            /* detail of the failure, for cg_last_error() */
+    ucs_status_t ep_error;    /* set by the UCX error handler */
+    int fd;                   /* control socket; -1 once closed */
+    int in_epoll;
+    uint32_t id;              /* ours: high tag bits of what we receive */
+    uint32_t peer_id;         /* the peer's: high tag bits of what we send */
+    ucp_ep_h ep;
+    void *close_req;          /* endpoint close in flight */
+    uint64_t last_activity_ns;  /* 0: just now, the sweep stamps it */
+    uint64_t pending_bytes;   /* sizes of the requests in reqs */
+    cg_ucx_link_t reqs;       /* requests pending for the user, in order */
+    cg_ucx_listener_t *listener; /* accept side, until handed out */
+    size_t alloc_size;
+    cg_hs_t hs;
+    uint8_t payload[];        /* our conn id + worker address */
+} cg_ucx_conn_t;
+
+struct cg_ucx_listener {
+    cg_tp_listener_t super;
+    cg_ucx_link_t link;       /* tp->listeners */
+    int fd;
+    cg_sockaddr_t addr;
+    cg_ucx_link_t pending;    /* conns in handshake */
+    cg_ucx_link_t ready;      /* handshaked conns waiting for accept */
+    unsigned npending;
+};
+
+enum {
+    CG_UCX_REQ_RECV = 1u << 0,
+    CG_UCX_REQ_QUEUED = 1u << 1,   /* send waiting for the handshake */
+    CG_UCX_REQ_RELEASED = 1u << 2  /* the user has seen its final status */
+};
+
+typedef struct cg_ucx_req {
+    cg_tp_req_t super;
+    cg_ucx_link_t link;       /* conn->reqs while pending, then tp->zombies
+                                 while only the UCX part lives */
+    cg_ucx_tp_t *tp;
+    cg_ucx_conn_t *conn;      /* while pending */
+    void *ucp;                /* live UCX request */
+    cg_status_t status;
+    size_t length;
+    unsigned flags;
+    const void *buf;          /* a queued send */
+    size_t len;
+    uint32_t tag;
+} cg_ucx_req_t;
+
+extern const cg_transport_ops_t cg_ucx_ops;
+
+static inline uint64_t cg_ucx_tag(uint32_t conn_id, uint32_t tag)
+{
+    return ((uint64_t)conn_id << 32) | tag;
+}
+
+/* ucx.c */
+cg_status_t cg__ucx_status(ucs_status_t status);
+/* One round of worker progress, handshakes and (when due) the sweep;
+ * returns the number of UCX events. */
+unsigned cg__ucx_progress(cg_ucx_tp_t *tp);
+void cg__ucx_epoll_add(cg_ucx_tp_t *tp, int fd);
+void cg__ucx_epoll_del(cg_ucx_tp_t *tp, int fd);
+cg_status_t cg__ucx_wait(cg_tp_req_t *req, size_t *size_p);
+
+/* ucx_conn.c */
+cg_status_t cg__ucx_listen(cg_transport_t *tp, cg_tp_handle_t *handle_p,
+                           cg_tp_listener_t **listener_p);
+cg_status_t cg__ucx_accept(cg_tp_listener_t *listener, cg_tp_conn_t **conn_p);
+void cg__ucx_listener_close(cg_tp_listener_t *listener);
+void cg__ucx_listener_progress(cg_ucx_listener_t *l);
+cg_status_t cg__ucx_connect(cg_transport_t *tp, const cg_tp_handle_t *handle,
+                            cg_tp_conn_t **conn_p);
+cg_status_t cg__ucx_conn_ready(cg_tp_conn_t *conn);
+void cg__ucx_conn_close(cg_tp_conn_t *conn);
+/* Moves a connector's handshake on; fails the conn on error. */
+void cg__ucx_conn_hs_progress(cg_ucx_conn_t *conn);
+/* Liveness and timeout checks of one handed-out conn. */
+void cg__ucx_conn_sweep(cg_ucx_conn_t *conn, uint64_t now);
+/* Fails every pending request with status and makes new ones fail. */
+void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
+                       const char *why);
+/* A closed conn whose endpoint close finished is freed; returns 1 then. */
+int cg__ucx_conn_reap(cg_ucx_conn_t *conn);
+
+/* ucx_req.c */
+cg_status_t cg__ucx_isend(cg_tp_conn_t *conn, const void *buf, size_t len,
+                          uint32_t tag, cg_tp_req_t **req_p);
+cg_status_t cg__ucx_irecv(cg_tp_conn_t *conn, void *buf, size_t cap,
+                          uint32_t tag, cg_tp_req_t **req_p);
+cg_status_t cg__ucx_test(cg_tp_req_t *req, size_t *size_p);
+/* Posts the sends queued before the handshake finished, in order. */
+void cg__ucx_req_post_queued(cg_ucx_conn_t *conn);
+/* Ends a pending request with status (its UCX part may live on). */
+void cg__ucx_req_finish(cg_ucx_req_t *req, cg_status_t status);
+/* Frees a request regardless of state (kept for reuse while the worker
+ * lives). */
+void cg__ucx_req_free(cg_ucx_req_t *req);
+void cg__ucx_req_cache_drain(cg_ucx_tp_t *tp);
+
+#endif

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * UCX backend requests: tag sends and receives (the 64-bit UCP tag is the
+ * receiver's conn id over the 32-bit user tag, matched with a full mask),
+ * their small request objects (allocated through params.mem, CONTROL), the
+ * UCX completion callbacks, and test(). A request the user has seen fail
+ * may still be owned by UCX for a while; it is freed when both are done.
+ * Layer: transport; calls UCX and core/base only.
+ */
+#include "transport/ucx_int.h"
+
+#include <string.h>
+
+#include "core/base/error.h"
+
+static cg_ucx_req_t *cg__ucx_req_new(cg_ucx_conn_t *conn, unsigned flags)
+{
+    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)conn->super.tp;
+    cg_ucx_req_t *req;
+
+    if (!cg_ucx_list_empty(&tp->req_cache)) {
+        req = cg_ucx_of(tp->req_cache.next, cg_ucx_req_t, link);
+        cg_ucx_list_del(&req->link);
+        tp->ncached--;
+    } else {
+        req = cg_mem_alloc(&tp->super.params.mem, CG_MEM_CAT_CONTROL,
+                           sizeof(*req));
+        if (req == NULL)
+            return NULL;
+    }
+    memset(req, 0, sizeof(*req));
+    req->super.ops = &cg_ucx_ops;
+    req->tp = tp;
+    req->conn = conn;
+    req->status = CG_INPROGRESS;
+    req->flags = flags;
+    cg_ucx_list_init(&req->link);
+    return req;
+}
+
+void cg__ucx_req_free(cg_ucx_req_t *req)
+{
+    cg_ucx_tp_t *tp = req->tp;
+
+    cg_ucx_list_del(&req->link);
+    if (tp->ncached < CG_UCX_REQ_CACHE && tp->worker != NULL) {
+        cg_ucx_list_push(&tp->req_cache, &req->link);
+        tp->ncached++;
+        return;
+    }
+    cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, req, sizeof(*req));
+}
+
+/* Frees the cached request objects (transport teardown). */
+void cg__ucx_req_cache_drain(cg_ucx_tp_t *tp)
+{
+    while (!cg_ucx_list_empty(&tp->req_cache)) {
+        cg_ucx_link_t *l = tp->req_cache.next;
+        cg_ucx_list_del(l);
+        cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL,
+                    cg_ucx_of(l, cg_ucx_req_t, link), sizeof(cg_ucx_req_t));
+    }
+    tp->ncached = 0;
+}
+
+/* Adds a request whose UCX part is live to its conn's pending list. */
+static void cg__ucx_req_pend(cg_ucx_req_t *req)
+{
+    cg_ucx_conn_t *conn = req->conn;
+
+    if (cg_ucx_list_empty(&conn->reqs))
+        conn->last_activity_ns = 0; /* the next sweep stamps it */
+    conn->pending_bytes += req->len;
+    if (!(req->flags & CG_UCX_REQ_RECV))
+        req->tp->nsends++;
+    cg_ucx_list_push(&conn->reqs, &req->link);
+}
+
+/* Takes a pending request off its conn. */
+static void cg__ucx_req_unpend(cg_ucx_req_t *req)
+{
+    if (req->conn != NULL) {
+        req->conn->pending_bytes -= req->len;
+        if (!(req->flags & CG_UCX_REQ_RECV))
+            req->tp->nsends--;
+        cg_ucx_list_del(&req->link);
+        req->conn = NULL;
+    }
+}
+
+void cg__ucx_req_finish(cg_ucx_req_t *req, cg_status_t status)
+{
+    void *ucp = req->ucp;
+
+    cg__ucx_req_unpend(req);
+    req->status = status;
+    req->length = 0;
+    if (ucp == NULL)
+        return;
+    cg_ucx_list_push(&req->tp->zombies, &req->link);
+    /* A receive still in the expected queue is taken back (its callback
+     * may run right here); a send ends with its endpoint's force close,
+     * except a rendezvous send to a dead peer, which UCX 1.13 keeps until
+     * the worker is destroyed. Cancel is a no-op where unsupported. */
+    ucp_request_cancel(req->tp->worker, ucp);
+}
+
+/* Completion from UCX, for a request pending or already failed. */
+static void cg__ucx_req_done(cg_ucx_req_t *req, ucs_status_t us,
+                             size_t length)
+{
+    cg_ucx_conn_t *conn = req->conn;
+
+    req->ucp = NULL;
+    if (req->status != CG_INPROGRESS) {
+        cg_ucx_list_del(&req->link); /* from tp->zombies */
+        if (req->flags & CG_UCX_REQ_RELEASED)
+            cg__ucx_req_free(req);
+        return;
+    }
+    cg__ucx_req_unpend(req);
+    req->status = cg__ucx_status(us);
+    req->length = (us == UCS_OK) ? length : 0;
+    if (conn != NULL)
+        conn->last_activity_ns = 0; /* the next sweep stamps it */
+}
+
+static void cg__ucx_send_cb(void *request, ucs_status_t status,
+                            void *user_data)
+{
+    cg_ucx_req_t *req = user_data;
+
+    ucp_request_free(request);
+    cg__ucx_req_done(req, status, req->len);
+}
+
+static void cg__ucx_recv_cb(void *request, ucs_status_t status,
+                            const ucp_tag_recv_info_t *info, void *user_data)
+{
+    ucp_request_free(request);
+    cg__ucx_req_done(user_data, status, info != NULL ? info->length : 0);
+}
+
+/* Posts one send on a ready conn. CG_OK when posted (or already done). */
+static cg_status_t cg__ucx_post_send(cg_ucx_req_t *req)
+{
+    cg_ucx_conn_t *conn = req->conn;
+    ucp_request_param_t p = {0};
+    void *r;
+
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = cg__ucx_send_cb;
+    p.user_data = req;
+    r = ucp_tag_send_nbx(conn->ep, req->buf, req->len,
+                         cg_ucx_tag(conn->peer_id, req->tag), &p);
+    if (r == NULL) {
+        req->conn = NULL;
+        req->status = CG_OK;
+        req->length = req->len;
+        return CG_OK;
+    }
+    if (UCS_PTR_IS_ERR(r))
+        return cg_error_set(cg__ucx_status(UCS_PTR_STATUS(r)), "ucx: send of "
+                            "%zu bytes with tag %u to rank %d failed: %s",
+                            req->len, req->tag, conn->super.peer_rank,
+                            ucs_status_string(UCS_PTR_STATUS(r)));
+    req->ucp = r;
+    cg__ucx_req_pend(req);
+    return CG_OK;
+}
+
+void cg__ucx_req_post_queued(cg_ucx_conn_t *conn)
+{
+    cg_ucx_link_t all;
+    cg_status_t st;
+
+    /* Move everything aside, then re-add in order: receives as they were,
+     * queued sends posted now. */
+    cg_ucx_list_init(&all);
+    if (cg_ucx_list_empty(&conn->reqs))
+        return;
+    all.next = conn->reqs.next;
+    all.prev = conn->reqs.prev;
+    all.next->prev = &all;
+    all.prev->next = &all;
+    cg_ucx_list_init(&conn->reqs);
+    conn->pending_bytes = 0;
+    while (!cg_ucx_list_empty(&all)) {
+        cg_ucx_req_t *req = cg_ucx_of(all.next, cg_ucx_req_t, link);
+        cg_ucx_list_del(&req->link);
+        if (!(req->flags & CG_UCX_REQ_QUEUED)) {
+            cg__ucx_req_pend(req);
+            continue;
+        }
+        req->flags &= ~CG_UCX_REQ_QUEUED;
+        req->tp->nsends--; /* counted when queued; post counts it again */
+        st = cg__ucx_post_send(req);
+        if (st != CG_OK) {
+            req->conn = NULL;
+            req->status = st;
+        }
+    }
+}
+
+cg_status_t cg__ucx_isend(cg_tp_conn_t *super, const void *buf, size_t len,
+                          uint32_t tag, cg_tp_req_t **req_p)
+{
+    cg_ucx_conn_t *conn = (cg_ucx_conn_t *)super;
+    cg_ucx_req_t *req;
+    cg_status_t st;
+
+    if (conn->state == CG_UCX_CONN_FAILED)
+        return cg_error_set(conn->status, "ucx: send on failed connection "
+                            "%u to rank %d: %s", conn->id,
+                            conn->super.peer_rank, conn->why);
+    req = cg__ucx_req_new(conn, 0);
+    if (req == NULL)
+        return cg_error_set(CG_ERR_NO_MEMORY, "ucx: cannot allocate a send "
+                            "request");
+    req->buf = buf;
+    req->len = len;
+    req->tag = tag;
+    if (conn->state == CG_UCX_CONN_HANDSHAKE) {
+        req->flags |= CG_UCX_REQ_QUEUED;
+        cg__ucx_req_pend(req);
+        *req_p = &req->super;
+        return CG_OK;
+    }
+    st = cg__ucx_post_send(req);
+    if (st != CG_OK) {
+        cg__ucx_req_free(req);
+        return st;
+    }
+    *req_p = &req->super;
+    return CG_OK;
+}
+
+/* Posts a receive on the worker; req->status is final if it completed at
+ * once. Any other error is returned. */
+static cg_status_t cg__ucx_post_recv(cg_ucx_req_t *req, void *buf, size_t cap)
+{
+    cg_ucx_conn_t *conn = req->conn;
+    ucp_tag_recv_info_t info = {0};
+    ucp_request_param_t p = {0};
+    ucs_status_t us;
+    void *r;
+
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_RECV_INFO;
+    p.cb.recv = cg__ucx_recv_cb;
+    p.user_data = req;
+    p.recv_info.tag_info = &info;
+    r = ucp_tag_recv_nbx(req->tp->worker, buf, cap,
+                         cg_ucx_tag(conn->id, req->tag), UINT64_MAX, &p);
+    if (UCS_PTR_IS_PTR(r)) {
+        req->ucp = r;
+        cg__ucx_req_pend(req);
+        return CG_OK;
+    }
+    us = UCS_PTR_STATUS(r);
+    if (us != UCS_OK && us != UCS_ERR_MESSAGE_TRUNCATED)
+        return cg_error_set(cg__ucx_status(us), "ucx: receive of up to %zu "
+                            "bytes with tag %u from rank %d failed: %s", cap,
+                            req->tag, conn->super.peer_rank,
+                            ucs_status_string(us));
+    req->conn = NULL;
+    req->status = cg__ucx_status(us);
+    req->length = (us == UCS_OK) ? info.length : 0;
+    return CG_OK;
+}
+
+cg_status_t cg__ucx_irecv(cg_tp_conn_t *super, void *buf, size_t cap,
+                          uint32_t tag, cg_tp_req_t **req_p)
+{
+    cg_ucx_conn_t *conn = (cg_ucx_conn_t *)super;
+    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super->tp;
+    ucp_tag_recv_info_t info;
+    cg_ucx_req_t *req;
+    cg_status_t st;
+
+    /* A failed conn still delivers what arrived before it failed. */
+    if (conn->state == CG_UCX_CONN_FAILED &&
+        ucp_tag_probe_nb(tp->worker, cg_ucx_tag(conn->id, tag), UINT64_MAX,
+                         0, &info) == NULL)
+        return cg_error_set(conn->status, "ucx: receive on failed "
+                            "connection %u to rank %d: %s", conn->id,
+                            conn->super.peer_rank, conn->why);
+    req = cg__ucx_req_new(conn, CG_UCX_REQ_RECV);
+    if (req == NULL)
+        return cg_error_set(CG_ERR_NO_MEMORY, "ucx: cannot allocate a "
+                            "receive request");
+    req->tag = tag;
+    req->len = cap;
+    st = cg__ucx_post_recv(req, buf, cap);
+    if (st != CG_OK) {
+        cg__ucx_req_free(req);
+        return st;
+    }
+    if (conn->state == CG_UCX_CONN_FAILED && req->status == CG_INPROGRESS) {
+        /* Its data would have to come from the dead peer. */
+        req->flags |= CG_UCX_REQ_RELEASED;
+        cg__ucx_req_finish(req, conn->status);
+        return cg_error_set(conn->status, "ucx: receive on failed "
+                            "connection %u to rank %d: %s", conn->id,
+                            conn->super.peer_rank, conn->why);
+    }
+    *req_p = &req->super;
+    return CG_OK;
+}
+
+cg_status_t cg__ucx_test(cg_tp_req_t *super, size_t *size_p)
+{
+    cg_ucx_req_t *req = (cg_ucx_req_t *)super;
+    cg_status_t st;
+
+    if (req->status == CG_INPROGRESS) {
+        cg__ucx_progress(req->tp);
+        if (req->status == CG_INPROGRESS)
+            return CG_INPROGRESS;
+    }
+    st = req->status;
+    if (size_p != NULL)
+        *size_p = (st == CG_OK) ? req->length : 0;
+    if (st != CG_OK)
+        cg_error_set(st, "ucx: %s request failed: %s",
+                     (req->flags & CG_UCX_REQ_RECV) ? "receive" : "send",
+                     cg_status_string(st));
+    if (req->ucp == NULL)
+        cg__ucx_req_free(req);
+    else
+        req->flags |= CG_UCX_REQ_RELEASED;
+    return st;
+}
