@@ -43,6 +43,7 @@ static const char *const cg__log_levels[] = {"none", "error", "warn", "info",
                                              "debug", "trace", NULL};
 static const char *const cg__probes[] = {"auto", "host", "cuda", NULL};
 static const char *const cg__transports[] = {"auto", "ucx", "socket", NULL};
+static const char *const cg__algos[] = {"auto", "ring", "rd", NULL};
 
 static const cg__field_t cg__fields[CG_CFG_COUNT] = {
     {CG_CFG_LOG_LEVEL, "CG_LOG_LEVEL", {NULL, NULL}, CG__T_ENUM, "warn",
@@ -121,6 +122,17 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
     {CG_CFG_SOCKET_NSOCKS, "CG_SOCKET_NSOCKS", {NULL, NULL}, CG__T_INT, "1",
      CG__OFF(socket_nsocks), NULL, 1, 16, 0,
      "TCP sockets per connection (1-16); large messages are striped."},
+    {CG_CFG_ALGO, "CG_ALGO", {NULL, NULL}, CG__T_ENUM, "auto",
+     CG__OFF(algo), cg__algos, 0, 0, 0,
+     "Collective algorithm: auto (by size: recursive doubling / binomial "
+     "tree up to 64KiB, ring / pipelined chain above), ring, rd. Must be "
+     "the same on every rank."},
+    {CG_CFG_DYNAMIC_PROCESS_SETS, "CG_DYNAMIC_PROCESS_SETS",
+     {"HOROVOD_DYNAMIC_PROCESS_SETS", NULL}, CG__T_INT, "0",
+     CG__OFF(dynamic_process_sets), NULL, 0, 1, 0,
+     "Horovod shim: 1 allows adding and removing process sets after "
+     "horovod_init (hvd.init(process_sets=\"dynamic\") sets it), as "
+     "Horovod."},
 };
 
 static const char *cg__accepted_form(const cg__field_t *f, char *buf,

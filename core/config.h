@@ -24,6 +24,13 @@ typedef enum {
     CG_MEM_PROBE_CUDA = 2
 } cg_mem_probe_kind_t;
 
+/* CG_ALGO: how collectives pick their algorithm. */
+typedef enum {
+    CG_COLL_ALGO_AUTO = 0, /* by message size */
+    CG_COLL_ALGO_RING = 1, /* ring AllReduce, pipelined chain Broadcast */
+    CG_COLL_ALGO_RD = 2    /* recursive doubling, binomial-tree Broadcast */
+} cg_coll_algo_t;
+
 /* A size that may also be given as a fraction of total memory ("5%"). */
 typedef struct {
     uint64_t bytes;
@@ -52,6 +59,8 @@ typedef enum {
     CG_CFG_TIMEOUT,
     CG_CFG_SOCKET_IFNAME,
     CG_CFG_SOCKET_NSOCKS,
+    CG_CFG_ALGO,
+    CG_CFG_DYNAMIC_PROCESS_SETS,
     CG_CFG_COUNT
 } cg_config_id_t;
 
@@ -77,6 +86,8 @@ typedef struct cg_config {
     uint64_t timeout_ns;
     char socket_ifname[64];
     int socket_nsocks;
+    cg_coll_algo_t algo;         /* collective algorithm choice */
+    int dynamic_process_sets;    /* Horovod ABI: add/remove allowed */
     /* Which fields were set from the environment (by name or alias). */
     bool set_by_user[CG_CFG_COUNT];
 } cg_config_t;

@@ -2,7 +2,8 @@
 /*
  * cg_ctx_create/destroy: reads the configuration table from the
  * environment (or a caller-given list), sets up logging, picks the memory
- * probe and creates the governor. Layer: core.
+ * probe, creates the governor and, when asked, the bootstrap (whose
+ * allocations the governor accounts as CONTROL). Layer: core.
  */
 #include "core/context.h"
 
@@ -48,6 +49,28 @@ cg_status_t cg_ctx_pick_probe(const cg_config_t *cfg, cg_host_probe_t *hp,
         break;
     }
     cg_host_probe_init(hp, probe_p);
+    return CG_OK;
+}
+
+/* Joins the job: the bootstrap reads the launcher's variables from the same
+ * environment as the configuration, waits at most CG_TIMEOUT and allocates
+ * through the governor. */
+static cg_status_t cg__ctx_bootstrap(cg_ctx_h ctx, const char *const *env)
+{
+    cg_bootstrap_params_t bp;
+    cg_status_t st;
+
+    memset(&bp, 0, sizeof(bp));
+    bp.timeout_ns = ctx->cfg.timeout_ns;
+    bp.getenv_fn = cg__list_getenv;
+    bp.getenv_arg = (void *)env;
+    bp.mpi = CG_BOOTSTRAP_MPI_AUTO;
+    bp.log = &ctx->log;
+    bp.mem = cg_governor_mem_ops(ctx->gov);
+    st = cg_bootstrap_create(&bp, &ctx->bs);
+    if (st != CG_OK)
+        return st;
+    ctx->log.rank = cg_bootstrap_rank(ctx->bs);
     return CG_OK;
 }
 
@@ -103,11 +126,18 @@ cg_status_t cg_ctx_create(const cg_ctx_params_t *params, cg_ctx_h *ctx_p)
     st = cg_governor_create(&gp, &ctx->gov);
     if (st != CG_OK)
         goto err_free;
+    if ((params->field_mask & CG_CTX_PARAM_BOOTSTRAP) && params->bootstrap) {
+        st = cg__ctx_bootstrap(ctx, env);
+        if (st != CG_OK)
+            goto err_governor;
+    }
     cg_info(&ctx->log, "collguard %s ready: governing %s memory",
             cg_version(), ctx->probe.name);
     *ctx_p = ctx;
     return CG_OK;
 
+err_governor:
+    cg_governor_destroy(ctx->gov);
 err_free:
     cg_error(&ctx->log, "%s", cg_last_error());
     free(ctx);
@@ -118,6 +148,7 @@ void cg_ctx_destroy(cg_ctx_h ctx)
 {
     if (ctx == NULL)
         return;
+    cg_bootstrap_destroy(ctx->bs);
     cg_governor_destroy(ctx->gov);
     free(ctx);
 }

@@ -22,7 +22,8 @@ typedef struct cg_mem_probe {
     void *arg;
 } cg_mem_probe_t;
 
-/* Paths are injectable for tests; NULL selects the real files. The caller
+/* Paths are injectable for tests; NULL selects the real files (zero the
+ * struct for the real probe). The caller
  * keeps hp alive as long as the probe is used (probe.arg points to it). */
 typedef struct cg_host_probe {
     const char *meminfo_path;  /* default /proc/meminfo */

@@ -37,7 +37,8 @@ CG_API unsigned cg_build_features(void);
 enum {
     CG_CTX_PARAM_LOG_SINK = 1u << 0, /* log_sink, log_sink_arg */
     CG_CTX_PARAM_ENV = 1u << 1,      /* env: use instead of the process env */
-    CG_CTX_PARAM_RANK = 1u << 2      /* rank: log prefix before bootstrap */
+    CG_CTX_PARAM_RANK = 1u << 2,     /* rank: log prefix before bootstrap */
+    CG_CTX_PARAM_BOOTSTRAP = 1u << 3 /* bootstrap: join the job at create */
 };
 
 typedef struct cg_ctx_params {
@@ -46,6 +47,11 @@ typedef struct cg_ctx_params {
     void *log_sink_arg;
     const char *const *env;       /* NULL-terminated "NAME=value" list */
     int rank;
+    /* Non-zero: cg_ctx_create also bootstraps (rank, size, local and cross
+     * layout from mpirun, Horovod, torchrun or collguard-run), blocking
+     * until every rank arrived or CG_TIMEOUT passed; the log then carries
+     * the bootstrap's rank. */
+    int bootstrap;
 } cg_ctx_params_t;
 
 /* Reads the configuration (CG_*, and the HOROVOD_ / NCCL_ aliases), sets up

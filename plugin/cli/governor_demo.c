@@ -99,6 +99,7 @@ int main(int argc, char **argv)
         return 1;
     }
     memset(&d, 0, sizeof(d));
+    memset(&hp, 0, sizeof(hp)); /* real /proc and cgroup paths */
     cg_host_probe_init(&hp, &d.real);
     if (d.real.read(d.real.arg, &free0, &total) != CG_OK) {
         fprintf(stderr, "cg_governor_demo: %s\n", cg_last_error());

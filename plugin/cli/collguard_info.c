@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * collguard-info: what this build contains (version, optional parts), what
+ * it sees at run time (CUDA devices, transports, socket interface) and the
+ * governor's current decisions for host and device memory; -c lists every
+ * configuration variable. Layer: plugin (a command over core/transport).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collguard/collguard.h"
+#include "core/base/parse.h"
+#include "core/context.h"
+#include "transport/sock.h"
+#include "transport/transport.h"
+
+static void cg__usage(FILE *out)
+{
+    fprintf(out,
+            "usage: collguard-info [-c] [--markdown] [-h]\n"
+            "  (none)       build, devices, transports, governor budget\n"
+            "  -c           every configuration variable: value, doc\n"
+            "  --markdown   the variable table as Markdown (for the README)\n");
+}
+
+static void cg__print_snapshot(const char *what, cg_governor_t *gov)
+{
+    cg_governor_snapshot_t s;
+    char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+
+    if (cg_governor_sample(gov) != CG_OK) {
+        printf("  %-7s probe failed: %s\n", what, cg_last_error());
+        return;
+    }
+    cg_governor_snapshot(gov, &s);
+    printf("  %-7s free %s of %s, reserve %s -> budget %s\n", what,
+           cg_format_size(s.free_bytes, a, sizeof(a)),
+           cg_format_size(s.total_bytes, b, sizeof(b)),
+           cg_format_size(s.reserve_bytes, c, sizeof(c)),
+           cg_format_size(s.budget_bytes, d, sizeof(d)));
+    printf("          fusion buffer %s, chunk %s, NCCL_BUFFSIZE %s, "
+           "pressure %s\n",
+           cg_format_size(s.fusion_bytes, e, sizeof(e)),
+           cg_format_size(s.chunk_bytes, f, sizeof(f)),
+           cg_format_size(s.nccl_buffsize, g, sizeof(g)),
+           cg_pressure_name(s.pressure));
+}
+
+static void cg__governor_for(cg_ctx_h ctx, const char *what,
+                             cg_mem_probe_t probe)
+{
+    cg_governor_params_t gp;
+    cg_governor_t *gov;
+
+    memset(&gp, 0, sizeof(gp));
+    gp.cfg = &ctx->cfg;
+    gp.probe = probe;
+    gp.log = &ctx->log;
+    if (cg_governor_create(&gp, &gov) != CG_OK) {
+        printf("  %-7s unavailable: %s\n", what, cg_last_error());
+        return;
+    }
+    cg__print_snapshot(what, gov);
+    cg_governor_destroy(gov);
+}
+
+static void cg__transport_line(cg_ctx_h ctx, cg_transport_kind_t kind,
+                               const char *name)
+{
+    cg_transport_params_t tp;
+    cg_transport_t *t;
+
+    memset(&tp, 0, sizeof(tp));
+    tp.kind = kind;
+    tp.rank = -1;
+    tp.timeout_ns = ctx->cfg.timeout_ns;
+    tp.ifname = ctx->cfg.socket_ifname;
+    tp.nsocks = ctx->cfg.socket_nsocks;
+    tp.log = NULL; /* failures are reported on this line instead */
+    tp.mem = cg_governor_mem_ops(ctx->gov);
+    if (cg_transport_create(&tp, &t) != CG_OK) {
+        printf("  %-7s unavailable: %s\n", name, cg_last_error());
+        return;
+    }
+    printf("  %-7s ok\n", name);
+    cg_transport_destroy(t);
+}
+
+int main(int argc, char **argv)
+{
+    bool list = false, markdown = false;
+    cg_ctx_h ctx;
+    unsigned f = cg_build_features();
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-c") == 0) {
+            list = true;
+        } else if (strcmp(argv[i], "--markdown") == 0) {
+            markdown = true;
+        } else if (strcmp(argv[i], "-h") == 0 ||
+                   strcmp(argv[i], "--help") == 0) {
+            cg__usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "collguard-info: unknown option '%s'\n", argv[i]);
+            cg__usage(stderr);
+            return 2;
+        }
+    }
+    if (markdown) {
+        cg_config_t defaults;
+        cg_config_defaults(&defaults);
+        cg_config_print(&defaults, stdout, true);
+        return 0;
+    }
+    if (cg_ctx_create(NULL, &ctx) != CG_OK) {
+        fprintf(stderr, "collguard-info: %s\n", cg_last_error());
+        return 1;
+    }
+    if (list) {
+        printf("configuration (value now; (set) = from the environment):\n");
+        cg_config_print(&ctx->cfg, stdout, false);
+        cg_ctx_destroy(ctx);
+        return 0;
+    }
+
+    printf("collguard %s\n", cg_version());
+    printf("built with: CUDA %s, NCCL %s, MPI %s, UCX %s\n",
+           (f & CG_FEATURE_CUDA) ? "yes" : "no",
+           (f & CG_FEATURE_NCCL) ? "yes" : "no",
+           (f & CG_FEATURE_MPI) ? "yes" : "no",
+           (f & CG_FEATURE_UCX) ? "yes" : "no");
+    printf("devices:\n");
+    if (cg_cuda_probe_built())
+        printf("  cuda    %d usable device(s)\n", cg_cuda_device_count());
+    else
+        printf("  cuda    not built in\n");
+
+    printf("transports (built: %s):\n", cg_transport_built());
+    if (f & CG_FEATURE_UCX)
+        cg__transport_line(ctx, CG_TRANSPORT_UCX, "ucx");
+    cg__transport_line(ctx, CG_TRANSPORT_SOCKET, "socket");
+    {
+        cg_sockaddr_t addr;
+        char ifname[64], buf[96];
+        if (cg_sock_pick_addr(ctx->cfg.socket_ifname, &addr, ifname,
+                              sizeof(ifname)) == CG_OK)
+            printf("  socket interface %s (%s)\n", ifname,
+                   cg_sockaddr_str(&addr, buf, sizeof(buf)));
+        else
+            printf("  socket interface none: %s\n", cg_last_error());
+    }
+
+    printf("governor (CG_MEM_PROBE=%s governs %s memory):\n",
+           ctx->cfg.mem_probe == CG_MEM_PROBE_HOST   ? "host"
+           : ctx->cfg.mem_probe == CG_MEM_PROBE_CUDA ? "cuda"
+                                                     : "auto",
+           ctx->probe.name);
+    {
+        cg_host_probe_t hp;
+        cg_mem_probe_t probe;
+        memset(&hp, 0, sizeof(hp)); /* real /proc and cgroup paths */
+        cg_host_probe_init(&hp, &probe);
+        cg__governor_for(ctx, "host", probe);
+        if (cg_cuda_probe_init(&probe) == CG_OK)
+            cg__governor_for(ctx, "cuda", probe);
+        else
+            printf("  cuda    no device: %s\n", cg_last_error());
+    }
+    cg_ctx_destroy(ctx);
+    return 0;
+}
