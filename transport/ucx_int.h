@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internals of the UCX backend, shared by ucx.c (context, worker, progress,
- * wait), ucx_conn.c (control socket, handshake, endpoints, liveness) and
- * ucx_req.c (tag send/receive and request lifetime). Layer: transport;
+ * wait), ucx_conn.c (control socket, handshake, endpoints, liveness),
+ * ucx_listen.c (listeners, accept side) and ucx_req.c (tag send/receive
+ * and request lifetime). Layer: transport;
  * calls UCX, transport/sock, transport/handshake and core/base only.
  */
 #ifndef CG_TRANSPORT_UCX_INT_H
@@ -76,7 +77,7 @@ typedef struct cg_ucx_tp {
     ucp_address_t *addr;
     size_t addr_len;
     int efd;                  /* worker wakeup fd */
-    int epfd;                 /* efd, control sockets of live conns, listeners */
+    int epfd;                 /* efd, live conns' control sockets, listeners */
     uint32_t next_conn_id;
     uint64_t next_sweep_ns;
     unsigned rounds;          /* progress rounds, paces clock reads */
@@ -169,11 +170,13 @@ void cg__ucx_epoll_del(cg_ucx_tp_t *tp, int fd);
 cg_status_t cg__ucx_wait(cg_tp_req_t *req, size_t *size_p);
 
 /* ucx_conn.c */
-cg_status_t cg__ucx_listen(cg_transport_t *tp, cg_tp_handle_t *handle_p,
-                           cg_tp_listener_t **listener_p);
-cg_status_t cg__ucx_accept(cg_tp_listener_t *listener, cg_tp_conn_t **conn_p);
-void cg__ucx_listener_close(cg_tp_listener_t *listener);
-void cg__ucx_listener_progress(cg_ucx_listener_t *l);
+void cg__ucx_put32(uint8_t *p, uint32_t v);
+/* A conn over fd (connected or accepted) with its handshake prepared. */
+cg_ucx_conn_t *cg__ucx_conn_new(cg_ucx_tp_t *tp, int fd, cg_hs_role_t role);
+/* Closes fd and frees, whatever the state (no endpoint may be left). */
+void cg__ucx_conn_free(cg_ucx_conn_t *conn);
+/* After a completed handshake: peer id and address, endpoint; READY. */
+cg_status_t cg__ucx_conn_establish(cg_ucx_conn_t *conn);
 cg_status_t cg__ucx_connect(cg_transport_t *tp, const cg_tp_handle_t *handle,
                             cg_tp_conn_t **conn_p);
 cg_status_t cg__ucx_conn_ready(cg_tp_conn_t *conn);
@@ -187,6 +190,13 @@ void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
                        const char *why);
 /* A closed conn whose endpoint close finished is freed; returns 1 then. */
 int cg__ucx_conn_reap(cg_ucx_conn_t *conn);
+
+/* ucx_listen.c */
+cg_status_t cg__ucx_listen(cg_transport_t *tp, cg_tp_handle_t *handle_p,
+                           cg_tp_listener_t **listener_p);
+cg_status_t cg__ucx_accept(cg_tp_listener_t *listener, cg_tp_conn_t **conn_p);
+void cg__ucx_listener_close(cg_tp_listener_t *listener);
+void cg__ucx_listener_progress(cg_ucx_listener_t *l);
 
 /* ucx_req.c */
 cg_status_t cg__ucx_isend(cg_tp_conn_t *conn, const void *buf, size_t len,

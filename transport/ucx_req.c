@@ -79,11 +79,11 @@ static void cg__ucx_req_pend(cg_ucx_req_t *req)
 /* Takes a pending request off its conn. */
 static void cg__ucx_req_unpend(cg_ucx_req_t *req)
 {
+    cg_ucx_list_del(&req->link);
     if (req->conn != NULL) {
         req->conn->pending_bytes -= req->len;
         if (!(req->flags & CG_UCX_REQ_RECV))
             req->tp->nsends--;
-        cg_ucx_list_del(&req->link);
         req->conn = NULL;
     }
 }

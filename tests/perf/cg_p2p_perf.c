@@ -229,13 +229,20 @@ int main(int argc, char **argv)
     if (o.factor < 2 || o.window < 1 || o.window > WINDOW_MAX ||
         o.lat_iters < 1 || o.min_size > o.max_size)
         usage();
-    tp = perf_transport(&o, 0);
-    must(cg_tp_listen(tp, &h, &l), "listen");
-    printf("# cg_p2p_perf transport %s nsocks %d window %d\n",
-           cg_transport_name(tp), o.nsocks, o.window);
+    /* Fork before any transport exists: UCX state does not survive fork
+     * (its async thread stays behind), so the peer gets the handle through
+     * a pipe. */
+    int hpipe[2];
+    if (pipe(hpipe) != 0) {
+        perror("cg_p2p_perf: pipe");
+        return 2;
+    }
     fflush(stdout);
     pid = fork();
     if (pid == 0) {
+        close(hpipe[1]);
+        if (read(hpipe[0], &h, sizeof(h)) != (ssize_t)sizeof(h))
+            _exit(5);
         cg_transport_t *tp1 = perf_transport(&o, 1);
         must(cg_tp_connect(tp1, &h, &c), "connect");
         while (cg_tp_conn_ready(c) == CG_INPROGRESS)
@@ -246,6 +253,17 @@ int main(int argc, char **argv)
         cg_transport_destroy(tp1);
         _exit(0);
     }
+    close(hpipe[0]);
+    tp = perf_transport(&o, 0);
+    must(cg_tp_listen(tp, &h, &l), "listen");
+    printf("# cg_p2p_perf transport %s nsocks %d window %d\n",
+           cg_transport_name(tp), o.nsocks, o.window);
+    fflush(stdout);
+    if (write(hpipe[1], &h, sizeof(h)) != (ssize_t)sizeof(h)) {
+        perror("cg_p2p_perf: write");
+        return 2;
+    }
+    close(hpipe[1]);
     while (cg_tp_accept(l, &c) == CG_INPROGRESS)
         cg_tp_progress(tp);
     run(&o, c, 0);

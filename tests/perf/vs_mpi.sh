@@ -47,8 +47,8 @@ printf "%10s %9s %9s %6s %9s %9s %6s %11s\n" size cg_oop mpi_oop ratio \
     cg_ip mpi_ip ratio memcpy_GBps
 s=$(bytes "$lo") e=$(bytes "$hi")
 while [ "$s" -le "$e" ]; do
-    it=$(( (1 << 31) / s )); it=$(( it < 10 ? 10 : it > 2000 ? 2000 : it ))
-    w=$(( it / 10 + 2 ))
+    it=$(( (1 << 30) / s )); it=$(( it < 5 ? 5 : it > 200 ? 200 : it ))
+    w=$(( it / 10 + 1 ))
     read -r cg_o cg_i < <(run collguard "$s" "$it" "$w")
     read -r mp_o mp_i < <(run mpi "$s" "$it" "$w")
     mc=$(memcpy_gbps "$s")

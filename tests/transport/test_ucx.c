@@ -295,7 +295,8 @@ UCX_SCENARIO(truncation, 30)
     if (p.is_child) {
         tu_fill(b, 1u << 20, 1);
         for (int i = 0; i < 3; i++)
-            TU_CHECK(cg_tp_isend(p.conn, b, len[i], 6, &r[i]) == CG_OK, "isend");
+            TU_CHECK(cg_tp_isend(p.conn, b, len[i], 6, &r[i]) == CG_OK,
+                     "isend");
         TU_CHECK(tu_wait_all(r, 3, st, sz, 10) == 0, "sends pending");
         finish_child(&p);
     }
@@ -362,7 +363,8 @@ UCX_SCENARIO(close_cancels_pending, 30)
     open_pair(&p);
     if (p.is_child) {
         /* Post, tell the parent, then see its close as a reset. */
-        TU_CHECK(cg_tp_irecv(p.conn, buf, sizeof(buf), 2, &r) == CG_OK, "irecv");
+        TU_CHECK(cg_tp_irecv(p.conn, buf, sizeof(buf), 2, &r) == CG_OK,
+                 "irecv");
         TU_CHECK(barrier(p.conn) == CG_OK, "barrier");
         cg_status_t st = cg_tp_wait(r, NULL);
         TU_CHECK(st == CG_ERR_PEER_RESET, "got %s", cg_status_name(st));

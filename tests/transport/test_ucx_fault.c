@@ -249,7 +249,8 @@ Test(ucx_fault, bad_handshakes_refused_good_peer_served, .timeout = 30)
     cr_assert_eq(rc, 0, "bad-cookie connector exit status %d", rc);
     give_handle(good_w, &h);
     cr_assert_eq(tu_accept(l, &c, 10), CG_OK, "good peer: %s", cg_last_error());
-    cr_assert_eq(cg_tp_conn_peer_rank(c), 1, "rank %d", cg_tp_conn_peer_rank(c));
+    cr_assert_eq(cg_tp_conn_peer_rank(c), 1, "rank %d",
+                 cg_tp_conn_peer_rank(c));
     cr_assert_eq(cg_tp_isend(c, &v, 8, 1, &r), CG_OK, "isend");
     cr_assert_eq(cg_tp_wait(r, NULL), CG_OK, "send: %s", cg_last_error());
     cr_assert_eq(sync0(c), CG_OK, "sync: %s", cg_last_error());
