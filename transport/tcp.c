@@ -72,9 +72,9 @@ static cg_status_t cg__tcp_create(const cg_transport_params_t *params,
     tp->super.ops = &cg_tcp_ops;
     tp->super.params = *params;
     tp->super.params.ifname = NULL;
-    cg_tcp_list_init(&tp->conns);
-    cg_tcp_list_init(&tp->listeners);
-    cg_tcp_list_init(&tp->done);
+    cg_list_init(&tp->conns);
+    cg_list_init(&tp->listeners);
+    cg_list_init(&tp->done);
     status = cg_sock_pick_addr(params->ifname, &tp->bind_addr, tp->ifname,
                                sizeof(tp->ifname));
     if (status != CG_OK)
@@ -95,14 +95,14 @@ static void cg__tcp_destroy(cg_transport_t *super)
 {
     cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super;
 
-    while (!cg_tcp_list_empty(&tp->listeners))
-        cg_tcp_listener_close(&cg_tcp_container(
+    while (!cg_list_empty(&tp->listeners))
+        cg_tcp_listener_close(&cg_list_entry(
             tp->listeners.next, cg_tcp_listener_t, link)->super);
-    while (!cg_tcp_list_empty(&tp->conns))
-        cg_tcp_conn_destroy(cg_tcp_container(tp->conns.next, cg_tcp_conn_t,
+    while (!cg_list_empty(&tp->conns))
+        cg_tcp_conn_destroy(cg_list_entry(tp->conns.next, cg_tcp_conn_t,
                                              link), CG_ERR_CANCELED);
-    while (!cg_tcp_list_empty(&tp->done))
-        cg_tcp_req_free(cg_tcp_container(tp->done.next, cg_tcp_req_t, link));
+    while (!cg_list_empty(&tp->done))
+        cg_tcp_req_free(cg_list_entry(tp->done.next, cg_tcp_req_t, link));
     cg_tcp_free(tp, CG_MEM_CAT_CONTROL, tp->pfds,
                 tp->pfds_cap * (sizeof(struct pollfd) + sizeof(void *)));
     cg_tcp_free(tp, CG_MEM_CAT_CONTROL, tp, sizeof(*tp));
@@ -161,9 +161,9 @@ static cg_status_t cg__tcp_irecv(cg_tp_conn_t *super, void *buf, size_t cap,
 /* Drives every connection once (not the listeners). */
 static void cg__tcp_progress_conns(cg_tcp_tp_t *tp)
 {
-    for (cg_tcp_list_t *e = tp->conns.next, *n; e != &tp->conns; e = n) {
+    for (cg_list_t *e = tp->conns.next, *n; e != &tp->conns; e = n) {
         n = e->next;
-        cg_tcp_conn_progress(cg_tcp_container(e, cg_tcp_conn_t, link));
+        cg_tcp_conn_progress(cg_list_entry(e, cg_tcp_conn_t, link));
     }
 }
 
@@ -171,9 +171,9 @@ static cg_status_t cg__tcp_progress(cg_transport_t *super)
 {
     cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super;
 
-    for (cg_tcp_list_t *e = tp->listeners.next; e != &tp->listeners;
+    for (cg_list_t *e = tp->listeners.next; e != &tp->listeners;
          e = e->next)
-        cg_tcp_listener_progress(cg_tcp_container(e, cg_tcp_listener_t,
+        cg_tcp_listener_progress(cg_list_entry(e, cg_tcp_listener_t,
                                                   link));
     cg__tcp_progress_conns(tp);
     return CG_OK;
@@ -255,19 +255,19 @@ static void cg__tcp_poll(cg_tcp_tp_t *tp, int ms)
     cg_tcp_conn_t **owner;
     size_t n = 0, need = 0;
 
-    for (cg_tcp_list_t *e = tp->conns.next; e != &tp->conns; e = e->next)
-        need += (size_t)cg_tcp_container(e, cg_tcp_conn_t, link)->nsocks;
-    for (cg_tcp_list_t *e = tp->listeners.next; e != &tp->listeners;
+    for (cg_list_t *e = tp->conns.next; e != &tp->conns; e = e->next)
+        need += (size_t)cg_list_entry(e, cg_tcp_conn_t, link)->nsocks;
+    for (cg_list_t *e = tp->listeners.next; e != &tp->listeners;
          e = e->next)
-        need += 1 + (size_t)cg_tcp_container(e, cg_tcp_listener_t,
+        need += 1 + (size_t)cg_list_entry(e, cg_tcp_listener_t,
                                              link)->npending;
     if (cg__tcp_pfds_reserve(tp, need) != CG_OK) {
         poll(NULL, 0, 1); /* no memory for the set: nap briefly */
         return;
     }
     owner = (cg_tcp_conn_t **)(tp->pfds + tp->pfds_cap);
-    for (cg_tcp_list_t *e = tp->conns.next; e != &tp->conns; e = e->next) {
-        cg_tcp_conn_t *c = cg_tcp_container(e, cg_tcp_conn_t, link);
+    for (cg_list_t *e = tp->conns.next; e != &tp->conns; e = e->next) {
+        cg_tcp_conn_t *c = cg_list_entry(e, cg_tcp_conn_t, link);
         for (int i = 0; i < c->nsocks && c->state != CG_TCP_CONN_FAILED;
              i++) {
             tp->pfds[n] = (struct pollfd){c->socks[i].fd,
@@ -275,14 +275,14 @@ static void cg__tcp_poll(cg_tcp_tp_t *tp, int ms)
             owner[n++] = c;
         }
     }
-    for (cg_tcp_list_t *e = tp->listeners.next; e != &tp->listeners;
+    for (cg_list_t *e = tp->listeners.next; e != &tp->listeners;
          e = e->next) {
-        cg_tcp_listener_t *l = cg_tcp_container(e, cg_tcp_listener_t, link);
+        cg_tcp_listener_t *l = cg_list_entry(e, cg_tcp_listener_t, link);
         tp->pfds[n] = (struct pollfd){l->fd, POLLIN, 0};
         owner[n++] = NULL;
-        for (cg_tcp_list_t *p = l->pending.next; p != &l->pending;
+        for (cg_list_t *p = l->pending.next; p != &l->pending;
              p = p->next) {
-            cg_tcp_pend_t *pd = cg_tcp_container(p, cg_tcp_pend_t, link);
+            cg_tcp_pend_t *pd = cg_list_entry(p, cg_tcp_pend_t, link);
             tp->pfds[n] = (struct pollfd){pd->fd,
                                           cg_hs_poll_events(&pd->hs), 0};
             owner[n++] = NULL;
@@ -306,9 +306,9 @@ static cg_status_t cg__tcp_wait(cg_tp_req_t *super, size_t *size_p)
         if (cg_now_ns() < spin_end)
             continue;
         cg__tcp_poll(req->tp, CG_TCP_POLL_MS);
-        for (cg_tcp_list_t *e = req->tp->listeners.next;
+        for (cg_list_t *e = req->tp->listeners.next;
              e != &req->tp->listeners; e = e->next)
-            cg_tcp_listener_progress(cg_tcp_container(e, cg_tcp_listener_t,
+            cg_tcp_listener_progress(cg_list_entry(e, cg_tcp_listener_t,
                                                       link));
     }
     return status;

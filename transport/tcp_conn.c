@@ -32,8 +32,8 @@ static cg_tcp_conn_t *cg__tcp_conn_new(cg_tcp_tp_t *tp, int nsocks,
     memset(conn->socks, 0, socks_size);
     for (int i = 0; i < nsocks; i++) {
         conn->socks[i].fd = -1;
-        cg_tcp_list_init(&conn->socks[i].txq);
-        cg_tcp_list_init(&conn->socks[i].rxq);
+        cg_list_init(&conn->socks[i].txq);
+        cg_list_init(&conn->socks[i].rxq);
     }
     conn->super.ops = &cg_tcp_ops;
     conn->super.tp = &tp->super;
@@ -42,10 +42,10 @@ static cg_tcp_conn_t *cg__tcp_conn_new(cg_tcp_tp_t *tp, int nsocks,
     conn->nsocks = nsocks;
     conn->peer = *peer;
     conn->error = CG_OK;
-    cg_tcp_list_init(&conn->link);
-    cg_tcp_list_init(&conn->active);
-    cg_tcp_list_init(&conn->posted);
-    cg_tcp_list_init(&conn->unexp);
+    cg_list_init(&conn->link);
+    cg_list_init(&conn->active);
+    cg_list_init(&conn->posted);
+    cg_list_init(&conn->unexp);
     conn->deadline_ns = cg_deadline_ns(tp->super.params.timeout_ns);
     return conn;
 }
@@ -69,17 +69,17 @@ void cg_tcp_conn_fail(cg_tcp_conn_t *conn, cg_status_t status)
     conn->error = status;
     conn->held = false;
     for (int i = 0; i < conn->nsocks; i++) {
-        while (!cg_tcp_list_empty(&conn->socks[i].txq))
-            cg_tcp_list_del(conn->socks[i].txq.next);
-        while (!cg_tcp_list_empty(&conn->socks[i].rxq))
-            cg_tcp_list_del(conn->socks[i].rxq.next);
+        while (!cg_list_empty(&conn->socks[i].txq))
+            cg_list_del(conn->socks[i].txq.next);
+        while (!cg_list_empty(&conn->socks[i].rxq))
+            cg_list_del(conn->socks[i].rxq.next);
     }
-    while (!cg_tcp_list_empty(&conn->active))
-        cg_tcp_req_finish(cg_tcp_container(conn->active.next, cg_tcp_req_t,
+    while (!cg_list_empty(&conn->active))
+        cg_tcp_req_finish(cg_list_entry(conn->active.next, cg_tcp_req_t,
                                            link), status);
     /* Keep only complete, unclaimed messages: a later receive gets them. */
-    for (cg_tcp_list_t *e = conn->unexp.next, *n; e != &conn->unexp; e = n) {
-        cg_tcp_req_t *u = cg_tcp_container(e, cg_tcp_req_t, link);
+    for (cg_list_t *e = conn->unexp.next, *n; e != &conn->unexp; e = n) {
+        cg_tcp_req_t *u = cg_list_entry(e, cg_tcp_req_t, link);
         n = e->next;
         if (u->frags_left > 0 || u->orphan || u->matched)
             cg_tcp_req_free(u);
@@ -91,12 +91,12 @@ void cg_tcp_conn_destroy(cg_tcp_conn_t *conn, cg_status_t status)
     cg_tcp_tp_t *tp = conn->tp;
 
     cg_tcp_conn_fail(conn, status);
-    while (!cg_tcp_list_empty(&conn->unexp))
-        cg_tcp_req_free(cg_tcp_container(conn->unexp.next, cg_tcp_req_t,
+    while (!cg_list_empty(&conn->unexp))
+        cg_tcp_req_free(cg_list_entry(conn->unexp.next, cg_tcp_req_t,
                                          link));
     for (int i = 0; i < conn->nsocks; i++)
         cg_sock_close(conn->socks[i].fd);
-    cg_tcp_list_del(&conn->link);
+    cg_list_del(&conn->link);
     cg_tcp_free(tp, CG_MEM_CAT_CONTROL, conn->socks,
                 (size_t)conn->nsocks * sizeof(cg_tcp_sock_t));
     cg_tcp_free(tp, CG_MEM_CAT_CONTROL, conn, sizeof(*conn));
@@ -185,7 +185,7 @@ cg_status_t cg_tcp_connect(cg_transport_t *super, const cg_tp_handle_t *handle,
         cg_hs_init(&conn->socks[i].hs, CG_HS_CONNECTOR, conn->socks[i].fd,
                    &local, NULL, conn->deadline_ns);
     }
-    cg_tcp_list_push(&tp->conns, &conn->link);
+    cg_list_push(&tp->conns, &conn->link);
     *conn_p = &conn->super;
     return CG_OK;
 
@@ -212,10 +212,10 @@ cg_status_t cg_tcp_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
         goto err_free;
     l->super.ops = &cg_tcp_ops;
     l->super.tp = super;
-    cg_tcp_list_init(&l->pending);
-    cg_tcp_list_init(&l->forming);
-    cg_tcp_list_init(&l->ready);
-    cg_tcp_list_push(&tp->listeners, &l->link);
+    cg_list_init(&l->pending);
+    cg_list_init(&l->forming);
+    cg_list_init(&l->ready);
+    cg_list_push(&tp->listeners, &l->link);
     cg_tcp_handle_encode(&l->addr, handle_p->bytes, sizeof(handle_p->bytes));
     cg_debug(super->params.log, "listening on %s interface %s",
              cg_sockaddr_str(&l->addr, str, sizeof(str)), tp->ifname);
@@ -232,7 +232,7 @@ static void cg__tcp_pend_free(cg_tcp_listener_t *l, cg_tcp_pend_t *p,
 {
     if (close_fd)
         cg_sock_close(p->fd);
-    cg_tcp_list_del(&p->link);
+    cg_list_del(&p->link);
     l->npending--;
     cg_tcp_free((cg_tcp_tp_t *)l->super.tp, CG_MEM_CAT_CONTROL, p,
                 sizeof(*p));
@@ -256,8 +256,8 @@ static void cg__tcp_attach(cg_tcp_listener_t *l, cg_tcp_pend_t *p)
     char str[CG_SOCKADDR_STRLEN];
     cg_tcp_conn_t *conn = NULL;
 
-    for (cg_tcp_list_t *e = l->forming.next; e != &l->forming; e = e->next) {
-        cg_tcp_conn_t *c = cg_tcp_container(e, cg_tcp_conn_t, link);
+    for (cg_list_t *e = l->forming.next; e != &l->forming; e = e->next) {
+        cg_tcp_conn_t *c = cg_list_entry(e, cg_tcp_conn_t, link);
         if (c->conn_id == h->conn_id && c->super.peer_rank == h->rank &&
             c->nsocks == h->nsocks && cg__tcp_same_host(&c->peer, &p->peer)) {
             conn = c;
@@ -276,7 +276,7 @@ static void cg__tcp_attach(cg_tcp_listener_t *l, cg_tcp_pend_t *p)
         conn->state = CG_TCP_CONN_FORMING;
         conn->conn_id = h->conn_id;
         conn->super.peer_rank = h->rank;
-        cg_tcp_list_push(&l->forming, &conn->link);
+        cg_list_push(&l->forming, &conn->link);
     }
     if (conn->socks[h->sock_index].fd >= 0) {
         cg_warn(log, "dropping duplicate socket %u of connection %u from %s",
@@ -290,10 +290,10 @@ static void cg__tcp_attach(cg_tcp_listener_t *l, cg_tcp_pend_t *p)
     cg_sock_tune(p->fd, tp->super.params.timeout_ns);
     cg__tcp_pend_free(l, p, false);
     if (++conn->nsocks_done == conn->nsocks) {
-        cg_tcp_list_del(&conn->link);
+        cg_list_del(&conn->link);
         conn->state = CG_TCP_CONN_READY;
         conn->last_ns = cg_now_ns();
-        cg_tcp_list_push(&l->ready, &conn->link);
+        cg_list_push(&l->ready, &conn->link);
     }
 }
 
@@ -329,7 +329,7 @@ static void cg__tcp_accept_new(cg_tcp_listener_t *l)
         p->peer = peer;
         cg_hs_init(&p->hs, CG_HS_ACCEPTOR, fd, &local, NULL,
                    cg_deadline_ns(params->timeout_ns));
-        cg_tcp_list_push(&l->pending, &p->link);
+        cg_list_push(&l->pending, &p->link);
         l->npending++;
     }
 }
@@ -342,8 +342,8 @@ cg_status_t cg_tcp_listener_progress(cg_tcp_listener_t *l)
     uint64_t now;
 
     cg__tcp_accept_new(l);
-    for (cg_tcp_list_t *e = l->pending.next, *n; e != &l->pending; e = n) {
-        cg_tcp_pend_t *p = cg_tcp_container(e, cg_tcp_pend_t, link);
+    for (cg_list_t *e = l->pending.next, *n; e != &l->pending; e = n) {
+        cg_tcp_pend_t *p = cg_list_entry(e, cg_tcp_pend_t, link);
         n = e->next;
         cg_status_t status = cg_hs_progress(&p->hs);
         if (status == CG_OK) {
@@ -356,8 +356,8 @@ cg_status_t cg_tcp_listener_progress(cg_tcp_listener_t *l)
         }
     }
     now = cg_now_ns();
-    for (cg_tcp_list_t *e = l->forming.next, *n; e != &l->forming; e = n) {
-        cg_tcp_conn_t *c = cg_tcp_container(e, cg_tcp_conn_t, link);
+    for (cg_list_t *e = l->forming.next, *n; e != &l->forming; e = n) {
+        cg_tcp_conn_t *c = cg_list_entry(e, cg_tcp_conn_t, link);
         n = e->next;
         if (now < c->deadline_ns)
             continue;
@@ -378,11 +378,11 @@ cg_status_t cg_tcp_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p)
     cg_tcp_conn_t *conn;
 
     cg_tcp_listener_progress(l);
-    if (cg_tcp_list_empty(&l->ready))
+    if (cg_list_empty(&l->ready))
         return CG_INPROGRESS;
-    conn = cg_tcp_container(l->ready.next, cg_tcp_conn_t, link);
-    cg_tcp_list_del(&conn->link);
-    cg_tcp_list_push(&tp->conns, &conn->link);
+    conn = cg_list_entry(l->ready.next, cg_tcp_conn_t, link);
+    cg_list_del(&conn->link);
+    cg_list_push(&tp->conns, &conn->link);
     *conn_p = &conn->super;
     return CG_OK;
 }
@@ -393,15 +393,15 @@ void cg_tcp_listener_close(cg_tp_listener_t *super)
     cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super->tp;
 
     cg_sock_close(l->fd);
-    while (!cg_tcp_list_empty(&l->pending))
-        cg__tcp_pend_free(l, cg_tcp_container(l->pending.next, cg_tcp_pend_t,
+    while (!cg_list_empty(&l->pending))
+        cg__tcp_pend_free(l, cg_list_entry(l->pending.next, cg_tcp_pend_t,
                                               link), true);
-    while (!cg_tcp_list_empty(&l->forming))
-        cg_tcp_conn_destroy(cg_tcp_container(l->forming.next, cg_tcp_conn_t,
+    while (!cg_list_empty(&l->forming))
+        cg_tcp_conn_destroy(cg_list_entry(l->forming.next, cg_tcp_conn_t,
                                              link), CG_ERR_CANCELED);
-    while (!cg_tcp_list_empty(&l->ready))
-        cg_tcp_conn_destroy(cg_tcp_container(l->ready.next, cg_tcp_conn_t,
+    while (!cg_list_empty(&l->ready))
+        cg_tcp_conn_destroy(cg_list_entry(l->ready.next, cg_tcp_conn_t,
                                              link), CG_ERR_CANCELED);
-    cg_tcp_list_del(&l->link);
+    cg_list_del(&l->link);
     cg_tcp_free(tp, CG_MEM_CAT_CONTROL, l, sizeof(*l));
 }

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/base/list.h"
 #include "transport/handshake.h"
 #include "transport/sock.h"
 #include "transport/tcp_wire.h"
@@ -29,38 +30,6 @@
 /* Socket 0's read-ahead: headers and small payloads, many per recv. */
 #define CG_TCP_RBUF 65536
 
-typedef struct cg_tcp_list {
-    struct cg_tcp_list *prev, *next;
-} cg_tcp_list_t;
-
-#define cg_tcp_container(ptr, type, member)                                 \
-    ((type *)((char *)(ptr)-offsetof(type, member)))
-
-static inline void cg_tcp_list_init(cg_tcp_list_t *l)
-{
-    l->prev = l->next = l;
-}
-
-static inline bool cg_tcp_list_empty(const cg_tcp_list_t *l)
-{
-    return l->next == l;
-}
-
-static inline void cg_tcp_list_push(cg_tcp_list_t *l, cg_tcp_list_t *e)
-{
-    e->prev = l->prev;
-    e->next = l;
-    l->prev->next = e;
-    l->prev = e;
-}
-
-static inline void cg_tcp_list_del(cg_tcp_list_t *e)
-{
-    e->prev->next = e->next;
-    e->next->prev = e->prev;
-    e->prev = e->next = e;
-}
-
 typedef enum {
     CG_TCP_REQ_SEND,
     CG_TCP_REQ_RECV,
@@ -71,7 +40,7 @@ struct cg_tcp_req;
 
 /* A contiguous piece of one message on one socket. */
 typedef struct cg_tcp_frag {
-    cg_tcp_list_t link;     /* in its socket's txq or rxq */
+    cg_list_t link;     /* in its socket's txq or rxq */
     struct cg_tcp_req *req; /* owner: SEND, RECV or UNEXP */
     uint8_t *buf;           /* NULL: drain into the conn's scratch */
     size_t len;
@@ -82,9 +51,9 @@ typedef struct cg_tcp_frag {
 
 typedef struct cg_tcp_req {
     cg_tp_req_t super;
-    cg_tcp_list_t link;     /* SEND/RECV: conn->active, then tp->done;
+    cg_list_t link;     /* SEND/RECV: conn->active, then tp->done;
                                UNEXP: conn->unexp for its whole life */
-    cg_tcp_list_t plink;    /* conn->posted while an unmatched recv */
+    cg_list_t plink;    /* conn->posted while an unmatched recv */
     struct cg_tcp_tp *tp;
     struct cg_tcp_conn *conn; /* NULL once finished */
     cg_tcp_req_kind_t kind;
@@ -105,8 +74,8 @@ typedef struct cg_tcp_req {
 
 typedef struct cg_tcp_sock {
     int fd;
-    cg_tcp_list_t txq;
-    cg_tcp_list_t rxq;
+    cg_list_t txq;
+    cg_list_t rxq;
     cg_hs_t hs;             /* connector side, while connecting */
     bool hs_done;
     bool eof;               /* the peer closed this socket (orderly) */
@@ -121,7 +90,7 @@ typedef enum {
 
 typedef struct cg_tcp_conn {
     cg_tp_conn_t super;
-    cg_tcp_list_t link;     /* tp->conns, or listener forming/ready */
+    cg_list_t link;     /* tp->conns, or listener forming/ready */
     struct cg_tcp_tp *tp;
     cg_tcp_conn_state_t state;
     cg_status_t error;      /* of a FAILED conn */
@@ -130,9 +99,9 @@ typedef struct cg_tcp_conn {
     int nsocks_done;        /* handshakes completed */
     cg_tcp_sock_t *socks;
     cg_sockaddr_t peer;
-    cg_tcp_list_t active;   /* unfinished SEND and matched RECV requests */
-    cg_tcp_list_t posted;   /* unmatched RECV, posting order */
-    cg_tcp_list_t unexp;    /* UNEXP, arrival order */
+    cg_list_t active;   /* unfinished SEND and matched RECV requests */
+    cg_list_t posted;   /* unmatched RECV, posting order */
+    cg_list_t unexp;    /* UNEXP, arrival order */
     size_t unexp_bytes;
     bool held;              /* held_hdr read but not yet placeable */
     cg_tcp_msg_hdr_t held_hdr;
@@ -145,28 +114,28 @@ typedef struct cg_tcp_conn {
 } cg_tcp_conn_t;
 
 typedef struct cg_tcp_pend {
-    cg_tcp_list_t link;
+    cg_list_t link;
     int fd;
     cg_sockaddr_t peer;
     cg_hs_t hs;
 } cg_tcp_pend_t;
 
-typedef struct cg_tcp_listener {
+typedef struct cg_listener {
     cg_tp_listener_t super;
-    cg_tcp_list_t link;     /* tp->listeners */
+    cg_list_t link;     /* tp->listeners */
     int fd;
     cg_sockaddr_t addr;
-    cg_tcp_list_t pending;  /* cg_tcp_pend_t */
+    cg_list_t pending;  /* cg_tcp_pend_t */
     int npending;
-    cg_tcp_list_t forming;  /* cg_tcp_conn_t, FORMING */
-    cg_tcp_list_t ready;    /* cg_tcp_conn_t, READY, not yet accepted */
+    cg_list_t forming;  /* cg_tcp_conn_t, FORMING */
+    cg_list_t ready;    /* cg_tcp_conn_t, READY, not yet accepted */
 } cg_tcp_listener_t;
 
 typedef struct cg_tcp_tp {
     cg_transport_t super;
-    cg_tcp_list_t conns;
-    cg_tcp_list_t listeners;
-    cg_tcp_list_t done;     /* finished requests not yet tested */
+    cg_list_t conns;
+    cg_list_t listeners;
+    cg_list_t done;     /* finished requests not yet tested */
     cg_sockaddr_t bind_addr;
     char ifname[IF_NAMESIZE];
     uint32_t conn_seq;

@@ -24,8 +24,8 @@ static cg_tcp_req_t *cg__tcp_req_new(cg_tcp_conn_t *conn,
         return NULL;
     memset(req, 0, sizeof(*req));
     req->super.ops = &cg_tcp_ops;
-    cg_tcp_list_init(&req->link);
-    cg_tcp_list_init(&req->plink);
+    cg_list_init(&req->link);
+    cg_list_init(&req->plink);
     req->tp = conn->tp;
     req->conn = conn;
     req->kind = kind;
@@ -42,8 +42,8 @@ void cg_tcp_req_free(cg_tcp_req_t *req)
 {
     cg_tcp_tp_t *tp = req->tp;
 
-    cg_tcp_list_del(&req->link);
-    cg_tcp_list_del(&req->plink);
+    cg_list_del(&req->link);
+    cg_list_del(&req->plink);
     if (req->kind == CG_TCP_REQ_UNEXP && req->buf != NULL) {
         cg_tcp_free(tp, CG_MEM_CAT_STAGING, req->buf, req->len);
         if (req->conn != NULL)
@@ -54,8 +54,8 @@ void cg_tcp_req_free(cg_tcp_req_t *req)
 
 void cg_tcp_req_finish(cg_tcp_req_t *req, cg_status_t status)
 {
-    cg_tcp_list_del(&req->link);
-    cg_tcp_list_del(&req->plink);
+    cg_list_del(&req->link);
+    cg_list_del(&req->plink);
     req->status = status;
     req->conn = NULL;
     if (req->match != NULL) {
@@ -63,12 +63,12 @@ void cg_tcp_req_finish(cg_tcp_req_t *req, cg_status_t status)
         req->match->orphan = true;
         req->match = NULL;
     }
-    cg_tcp_list_push(&req->tp->done, &req->link);
+    cg_list_push(&req->tp->done, &req->link);
 }
 
 bool cg_tcp_conn_busy(const cg_tcp_conn_t *conn)
 {
-    return !cg_tcp_list_empty(&conn->active);
+    return !cg_list_empty(&conn->active);
 }
 
 static void cg__tcp_touch_if_idle(cg_tcp_conn_t *conn)
@@ -98,7 +98,7 @@ void cg_tcp_frag_done(cg_tcp_frag_t *frag)
 {
     cg_tcp_req_t *req = frag->req;
 
-    cg_tcp_list_del(&frag->link);
+    cg_list_del(&frag->link);
     if (--req->frags_left > 0)
         return;
     if (req->kind == CG_TCP_REQ_UNEXP)
@@ -123,7 +123,7 @@ static void cg__tcp_rx_frags(cg_tcp_conn_t *conn, cg_tcp_req_t *req,
         f->buf = (base != NULL) ? base + off : NULL;
         f->len = (size_t)slen;
         req->frags_left++;
-        cg_tcp_list_push(&conn->socks[k].rxq, &f->link);
+        cg_list_push(&conn->socks[k].rxq, &f->link);
     }
 }
 
@@ -142,7 +142,7 @@ static cg_status_t cg__tcp_drain(cg_tcp_conn_t *conn, uint32_t tag,
                             (unsigned long long)len);
     u->orphan = true;
     u->len = (size_t)len;
-    cg_tcp_list_push(&conn->unexp, &u->link);
+    cg_list_push(&conn->unexp, &u->link);
     cg__tcp_rx_frags(conn, u, NULL, len);
     return CG_OK;
 }
@@ -151,7 +151,7 @@ static cg_status_t cg__tcp_drain(cg_tcp_conn_t *conn, uint32_t tag,
 static cg_status_t cg__tcp_match(cg_tcp_conn_t *conn, cg_tcp_req_t *recv,
                                  const cg_tcp_msg_hdr_t *hdr)
 {
-    cg_tcp_list_del(&recv->plink);
+    cg_list_del(&recv->plink);
     recv->len = (size_t)hdr->len;
     if (hdr->len > recv->cap) {
         cg_tcp_req_finish(recv, CG_ERR_TRUNCATED);
@@ -171,9 +171,9 @@ cg_status_t cg_tcp_place(cg_tcp_conn_t *conn, const cg_tcp_msg_hdr_t *hdr)
 {
     cg_tcp_req_t *u;
 
-    for (cg_tcp_list_t *e = conn->posted.next; e != &conn->posted;
+    for (cg_list_t *e = conn->posted.next; e != &conn->posted;
          e = e->next) {
-        cg_tcp_req_t *r = cg_tcp_container(e, cg_tcp_req_t, plink);
+        cg_tcp_req_t *r = cg_list_entry(e, cg_tcp_req_t, plink);
         if (r->tag == hdr->tag)
             return cg__tcp_match(conn, r, hdr);
     }
@@ -191,7 +191,7 @@ cg_status_t cg_tcp_place(cg_tcp_conn_t *conn, const cg_tcp_msg_hdr_t *hdr)
     }
     u->len = (size_t)hdr->len;
     conn->unexp_bytes += u->len;
-    cg_tcp_list_push(&conn->unexp, &u->link);
+    cg_list_push(&conn->unexp, &u->link);
     cg__tcp_rx_frags(conn, u, u->buf, hdr->len);
     return CG_OK;
 }
@@ -224,10 +224,10 @@ cg_status_t cg_tcp_post_send(cg_tcp_conn_t *conn, const void *buf,
             f->hdr_len = CG_TCP_MSG_HDR_SIZE;
         }
         req->frags_left++;
-        cg_tcp_list_push(&conn->socks[k].txq, &f->link);
+        cg_list_push(&conn->socks[k].txq, &f->link);
     }
     cg__tcp_touch_if_idle(conn);
-    cg_tcp_list_push(&conn->active, &req->link);
+    cg_list_push(&conn->active, &req->link);
     *req_p = req;
     if (conn->state == CG_TCP_CONN_READY)
         cg_tcp_conn_tx(conn); /* eager: most sends leave at once */
@@ -262,9 +262,9 @@ cg_status_t cg_tcp_post_recv(cg_tcp_conn_t *conn, void *buf, size_t cap,
     cg_tcp_req_t *req, *u = NULL;
     cg_status_t status;
 
-    for (cg_tcp_list_t *e = conn->unexp.next; e != &conn->unexp;
+    for (cg_list_t *e = conn->unexp.next; e != &conn->unexp;
          e = e->next) {
-        cg_tcp_req_t *c = cg_tcp_container(e, cg_tcp_req_t, link);
+        cg_tcp_req_t *c = cg_list_entry(e, cg_tcp_req_t, link);
         if (!c->matched && !c->orphan && c->tag == tag) {
             u = c;
             break;
@@ -279,7 +279,7 @@ cg_status_t cg_tcp_post_recv(cg_tcp_conn_t *conn, void *buf, size_t cap,
         return cg_error_set(CG_ERR_NO_MEMORY, "no memory for a receive "
                             "request");
     cg__tcp_touch_if_idle(conn);
-    cg_tcp_list_push(&conn->active, &req->link);
+    cg_list_push(&conn->active, &req->link);
     *req_p = req;
     if (u != NULL) {
         cg__tcp_take_unexp(req, u);
@@ -292,7 +292,7 @@ cg_status_t cg_tcp_post_recv(cg_tcp_conn_t *conn, void *buf, size_t cap,
             cg_tcp_conn_fail(conn, status);
         return CG_OK;
     }
-    cg_tcp_list_push(&conn->posted, &req->plink);
+    cg_list_push(&conn->posted, &req->plink);
     return CG_OK;
 }
 

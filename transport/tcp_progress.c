@@ -19,13 +19,13 @@
 static cg_status_t cg__tcp_sock_tx(cg_tcp_conn_t *conn, cg_tcp_sock_t *s,
                                    bool *moved)
 {
-    while (!cg_tcp_list_empty(&s->txq)) {
+    while (!cg_list_empty(&s->txq)) {
         struct iovec iov[CG_TCP_IOV_MAX];
         size_t want = 0, sent = 0;
         int n = 0;
-        for (cg_tcp_list_t *e = s->txq.next;
+        for (cg_list_t *e = s->txq.next;
              e != &s->txq && n + 2 <= CG_TCP_IOV_MAX; e = e->next) {
-            cg_tcp_frag_t *f = cg_tcp_container(e, cg_tcp_frag_t, link);
+            cg_tcp_frag_t *f = cg_list_entry(e, cg_tcp_frag_t, link);
             if (f->done < f->hdr_len) {
                 iov[n].iov_base = f->hdr + f->done;
                 iov[n++].iov_len = f->hdr_len - f->done;
@@ -48,7 +48,7 @@ static cg_status_t cg__tcp_sock_tx(cg_tcp_conn_t *conn, cg_tcp_sock_t *s,
         conn->last_ns = cg_now_ns();
         size_t left = sent;
         while (left > 0) {
-            cg_tcp_frag_t *f = cg_tcp_container(s->txq.next, cg_tcp_frag_t,
+            cg_tcp_frag_t *f = cg_list_entry(s->txq.next, cg_tcp_frag_t,
                                                 link);
             size_t rest = f->hdr_len + f->len - f->done;
             size_t take = (left < rest) ? left : rest;
@@ -70,7 +70,7 @@ void cg_tcp_conn_tx(cg_tcp_conn_t *conn)
     bool moved = false;
 
     for (int i = 0; i < conn->nsocks && status == CG_OK; i++)
-        if (!cg_tcp_list_empty(&conn->socks[i].txq))
+        if (!cg_list_empty(&conn->socks[i].txq))
             status = cg__tcp_sock_tx(conn, &conn->socks[i], &moved);
     if (status != CG_OK)
         cg_tcp_conn_fail(conn, status);
@@ -114,8 +114,8 @@ static cg_status_t cg__tcp_rx0_parse(cg_tcp_conn_t *conn, bool *need_more)
     cg_status_t status;
 
     *need_more = false;
-    if (!cg_tcp_list_empty(&s->rxq)) {
-        cg_tcp_frag_t *f = cg_tcp_container(s->rxq.next, cg_tcp_frag_t, link);
+    if (!cg_list_empty(&s->rxq)) {
+        cg_tcp_frag_t *f = cg_list_entry(s->rxq.next, cg_tcp_frag_t, link);
         size_t take = f->len - f->done;
         if (avail == 0) {
             *need_more = true;
@@ -155,7 +155,7 @@ static cg_status_t cg__tcp_rx0(cg_tcp_conn_t *conn, bool *moved)
     bool need_more, stop = false;
 
     if (conn->held) {
-        if (!cg_tcp_list_empty(&s->rxq) ||
+        if (!cg_list_empty(&s->rxq) ||
             cg_tcp_place(conn, &conn->held_hdr) == CG_INPROGRESS)
             return CG_OK;
         conn->held = false;
@@ -168,8 +168,8 @@ static cg_status_t cg__tcp_rx0(cg_tcp_conn_t *conn, bool *moved)
             return status;
         if (!need_more)
             continue;
-        if (!cg_tcp_list_empty(&s->rxq) && conn->rb_off == conn->rb_len) {
-            cg_tcp_frag_t *f = cg_tcp_container(s->rxq.next, cg_tcp_frag_t,
+        if (!cg_list_empty(&s->rxq) && conn->rb_off == conn->rb_len) {
+            cg_tcp_frag_t *f = cg_list_entry(s->rxq.next, cg_tcp_frag_t,
                                                 link);
             if (f->len - f->done >= CG_TCP_RBUF / 2) {
                 status = cg__tcp_rx_direct(conn, s, f, moved, &stop);
@@ -207,9 +207,9 @@ static cg_status_t cg__tcp_sock_rx(cg_tcp_conn_t *conn, int i, bool *moved)
 
     if (i == 0)
         return cg__tcp_rx0(conn, moved);
-    while (!stop && !s->eof && !cg_tcp_list_empty(&s->rxq)) {
+    while (!stop && !s->eof && !cg_list_empty(&s->rxq)) {
         status = cg__tcp_rx_direct(conn, s,
-                                   cg_tcp_container(s->rxq.next,
+                                   cg_list_entry(s->rxq.next,
                                                     cg_tcp_frag_t, link),
                                    moved, &stop);
         if (status != CG_OK)
@@ -227,11 +227,11 @@ static cg_status_t cg__tcp_check_eof(cg_tcp_conn_t *conn)
 
     for (int i = 0; i < conn->nsocks; i++) {
         const cg_tcp_sock_t *s = &conn->socks[i];
-        if (s->eof && !cg_tcp_list_empty(&s->rxq))
+        if (s->eof && !cg_list_empty(&s->rxq))
             return cg_error_set(CG_ERR_PEER_RESET,
                                 "peer closed socket %d of %d in the middle "
                                 "of a message", i, conn->nsocks);
-        drained = drained && cg_tcp_list_empty(&s->rxq);
+        drained = drained && cg_list_empty(&s->rxq);
     }
     if (conn->socks[0].eof && drained)
         return cg_error_set(CG_ERR_PEER_RESET,
@@ -279,9 +279,9 @@ short cg_tcp_sock_events(const cg_tcp_conn_t *conn, int i)
         return s->hs_done ? 0 : cg_hs_poll_events(&s->hs);
     if (conn->state != CG_TCP_CONN_READY)
         return 0;
-    if (!cg_tcp_list_empty(&s->txq))
+    if (!cg_list_empty(&s->txq))
         ev |= POLLOUT;
-    if (!s->eof && (!cg_tcp_list_empty(&s->rxq) || (i == 0 && !conn->held)))
+    if (!s->eof && (!cg_list_empty(&s->rxq) || (i == 0 && !conn->held)))
         ev |= POLLIN;
     return ev;
 }

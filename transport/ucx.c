@@ -68,23 +68,23 @@ void cg__ucx_epoll_del(cg_ucx_tp_t *tp, int fd)
 
 static void cg__ucx_sweep(cg_ucx_tp_t *tp, uint64_t now)
 {
-    cg_ucx_link_t *l, *next;
+    cg_list_t *l, *next;
 
     tp->sweep_now = 0;
     tp->next_sweep_ns = now + CG_UCX_SWEEP_NS;
     for (l = tp->listeners.next; l != &tp->listeners; l = l->next)
-        cg__ucx_listener_progress(cg_ucx_of(l, cg_ucx_listener_t, link));
+        cg__ucx_listener_progress(cg_list_entry(l, cg_ucx_listener_t, link));
     for (l = tp->conns.next; l != &tp->conns; l = l->next)
-        cg__ucx_conn_sweep(cg_ucx_of(l, cg_ucx_conn_t, link), now);
+        cg__ucx_conn_sweep(cg_list_entry(l, cg_ucx_conn_t, link), now);
     for (l = tp->closing.next; l != &tp->closing; l = next) {
         next = l->next;
-        cg__ucx_conn_reap(cg_ucx_of(l, cg_ucx_conn_t, link));
+        cg__ucx_conn_reap(cg_list_entry(l, cg_ucx_conn_t, link));
     }
 }
 
 unsigned cg__ucx_progress(cg_ucx_tp_t *tp)
 {
-    cg_ucx_link_t *l, *next;
+    cg_list_t *l, *next;
     unsigned events;
     uint64_t now;
 
@@ -97,7 +97,7 @@ unsigned cg__ucx_progress(cg_ucx_tp_t *tp)
     if (tp->nhs > 0) {
         for (l = tp->conns.next; l != &tp->conns; l = next) {
             next = l->next;
-            cg_ucx_conn_t *conn = cg_ucx_of(l, cg_ucx_conn_t, link);
+            cg_ucx_conn_t *conn = cg_list_entry(l, cg_ucx_conn_t, link);
             if (conn->state == CG_UCX_CONN_HANDSHAKE)
                 cg__ucx_conn_hs_progress(conn);
         }
@@ -228,7 +228,7 @@ static cg_status_t cg__ucx_init_worker(cg_ucx_tp_t *tp)
 
 static void cg__ucx_release(cg_ucx_tp_t *tp)
 {
-    cg_ucx_link_t *l;
+    cg_list_t *l;
 
     if (tp->worker != NULL) {
         if (tp->addr != NULL)
@@ -237,9 +237,9 @@ static void cg__ucx_release(cg_ucx_tp_t *tp)
         tp->worker = NULL; /* request frees now bypass the cache */
     }
     /* The worker is gone, so no callback can touch these any more. */
-    while (!cg_ucx_list_empty(&tp->zombies)) {
+    while (!cg_list_empty(&tp->zombies)) {
         l = tp->zombies.next;
-        cg__ucx_req_free(cg_ucx_of(l, cg_ucx_req_t, link));
+        cg__ucx_req_free(cg_list_entry(l, cg_ucx_req_t, link));
     }
     cg__ucx_req_cache_drain(tp);
     if (tp->context != NULL)
@@ -279,11 +279,11 @@ static cg_status_t cg__ucx_create(const cg_transport_params_t *params,
     tp->super.params.ifname = tp->ifname;
     tp->efd = -1;
     tp->next_conn_id = 1;
-    cg_ucx_list_init(&tp->conns);
-    cg_ucx_list_init(&tp->listeners);
-    cg_ucx_list_init(&tp->zombies);
-    cg_ucx_list_init(&tp->closing);
-    cg_ucx_list_init(&tp->req_cache);
+    cg_list_init(&tp->conns);
+    cg_list_init(&tp->listeners);
+    cg_list_init(&tp->zombies);
+    cg_list_init(&tp->closing);
+    cg_list_init(&tp->req_cache);
     tp->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (tp->epfd < 0) {
         st = cg_error_set(CG_ERR_IO, "ucx: epoll_create1 failed: %s",
@@ -327,19 +327,19 @@ static void cg__ucx_destroy(cg_transport_t *super)
     cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super;
     unsigned left = 0;
 
-    while (!cg_ucx_list_empty(&tp->listeners))
+    while (!cg_list_empty(&tp->listeners))
         cg__ucx_listener_close(
-            &cg_ucx_of(tp->listeners.next, cg_ucx_listener_t, link)->super);
-    while (!cg_ucx_list_empty(&tp->conns)) {
+            &cg_list_entry(tp->listeners.next, cg_ucx_listener_t, link)->super);
+    while (!cg_list_empty(&tp->conns)) {
         left++;
         cg__ucx_conn_close(
-            &cg_ucx_of(tp->conns.next, cg_ucx_conn_t, link)->super);
+            &cg_list_entry(tp->conns.next, cg_ucx_conn_t, link)->super);
     }
     if (left > 0)
         cg_warn(tp->log, "ucx: transport destroyed with %u connection(s) "
                 "still open; closed them", left);
-    while (!cg_ucx_list_empty(&tp->closing)) {
-        cg_ucx_conn_t *conn = cg_ucx_of(tp->closing.next, cg_ucx_conn_t,
+    while (!cg_list_empty(&tp->closing)) {
+        cg_ucx_conn_t *conn = cg_list_entry(tp->closing.next, cg_ucx_conn_t,
                                         link);
         if (conn->close_req != NULL) {
             ucp_request_free(conn->close_req); /* released when it ends */

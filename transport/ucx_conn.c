@@ -62,8 +62,8 @@ cg_ucx_conn_t *cg__ucx_conn_new(cg_ucx_tp_t *tp, int fd, cg_hs_role_t role)
     if (tp->next_conn_id == 0)
         tp->next_conn_id = 1;
     conn->id = tp->next_conn_id++;
-    cg_ucx_list_init(&conn->link);
-    cg_ucx_list_init(&conn->reqs);
+    cg_list_init(&conn->link);
+    cg_list_init(&conn->reqs);
     cg__ucx_put32(conn->payload, conn->id);
     memcpy(conn->payload + CG_UCX_ID_SIZE, tp->addr, tp->addr_len);
 
@@ -91,7 +91,7 @@ void cg__ucx_conn_free(cg_ucx_conn_t *conn)
             cg__ucx_epoll_del(tp, conn->fd);
         cg_sock_close(conn->fd);
     }
-    cg_ucx_list_del(&conn->link);
+    cg_list_del(&conn->link);
     cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, conn,
                 conn->alloc_size);
 }
@@ -191,14 +191,14 @@ void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
     conn->status = status;
     snprintf(conn->why, sizeof(conn->why), "%s", why);
     /* A peer that closes while nothing is pending is ordinary. */
-    if (cg_ucx_list_empty(&conn->reqs))
+    if (cg_list_empty(&conn->reqs))
         cg_debug(tp->log, "ucx: connection %u to rank %d ended: %s",
                  conn->id, conn->super.peer_rank, conn->why);
     else
         cg_warn(tp->log, "ucx: connection %u to rank %d failed: %s",
                 conn->id, conn->super.peer_rank, conn->why);
-    while (!cg_ucx_list_empty(&conn->reqs))
-        cg__ucx_req_finish(cg_ucx_of(conn->reqs.next, cg_ucx_req_t, link),
+    while (!cg_list_empty(&conn->reqs))
+        cg__ucx_req_finish(cg_list_entry(conn->reqs.next, cg_ucx_req_t, link),
                            status);
     if (conn->ep != NULL)
         cg__ucx_ep_close(conn, 1);
@@ -262,7 +262,7 @@ void cg__ucx_conn_sweep(cg_ucx_conn_t *conn, uint64_t now)
         conn->last_activity_ns = now;
         return;
     }
-    if (timeout == 0 || cg_ucx_list_empty(&conn->reqs))
+    if (timeout == 0 || cg_list_empty(&conn->reqs))
         return;
     timeout += conn->pending_bytes / CG_UCX_MIN_BPS * 1000000000ull;
     if (now - conn->last_activity_ns > timeout) {
@@ -322,7 +322,7 @@ cg_status_t cg__ucx_connect(cg_transport_t *super,
         return cg_error_set(CG_ERR_NO_MEMORY, "ucx: cannot allocate a "
                             "connection");
     }
-    cg_ucx_list_push(&tp->conns, &conn->link);
+    cg_list_push(&tp->conns, &conn->link);
     cg__ucx_conn_hs_progress(conn);
     *conn_p = &conn->super;
     return CG_OK;
@@ -352,8 +352,8 @@ void cg__ucx_conn_close(cg_tp_conn_t *super)
     int live_sends = 0;
     uint64_t deadline;
 
-    while (!cg_ucx_list_empty(&conn->reqs)) {
-        cg_ucx_req_t *req = cg_ucx_of(conn->reqs.next, cg_ucx_req_t, link);
+    while (!cg_list_empty(&conn->reqs)) {
+        cg_ucx_req_t *req = cg_list_entry(conn->reqs.next, cg_ucx_req_t, link);
         if (!(req->flags & CG_UCX_REQ_RECV) && req->ucp != NULL)
             live_sends = 1;
         cg__ucx_req_finish(req, CG_ERR_CANCELED);
@@ -365,7 +365,7 @@ void cg__ucx_conn_close(cg_tp_conn_t *super)
     deadline = cg_now_ns() + CG_UCX_CLOSE_NS;
     while (!cg__ucx_close_done(conn) && cg_now_ns() < deadline)
         ucp_worker_progress(tp->worker);
-    cg_ucx_list_del(&conn->link);
+    cg_list_del(&conn->link);
     if (conn->close_req == NULL) {
         cg__ucx_conn_free(conn);
         return;
@@ -383,5 +383,5 @@ void cg__ucx_conn_close(cg_tp_conn_t *super)
     if (conn->state == CG_UCX_CONN_HANDSHAKE)
         tp->nhs--;
     conn->state = CG_UCX_CONN_FAILED;
-    cg_ucx_list_push(&tp->closing, &conn->link);
+    cg_list_push(&tp->closing, &conn->link);
 }

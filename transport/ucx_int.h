@@ -14,42 +14,10 @@
 
 #include <ucp/api/ucp.h>
 
+#include "core/base/list.h"
 #include "transport/handshake.h"
 #include "transport/sock.h"
 #include "transport/transport_impl.h"
-
-/* Intrusive doubly-linked list; a head is a link to itself when empty. */
-typedef struct cg_ucx_link {
-    struct cg_ucx_link *prev, *next;
-} cg_ucx_link_t;
-
-static inline void cg_ucx_list_init(cg_ucx_link_t *l)
-{
-    l->prev = l->next = l;
-}
-
-static inline int cg_ucx_list_empty(const cg_ucx_link_t *head)
-{
-    return head->next == head;
-}
-
-static inline void cg_ucx_list_push(cg_ucx_link_t *head, cg_ucx_link_t *l)
-{
-    l->prev = head->prev;
-    l->next = head;
-    head->prev->next = l;
-    head->prev = l;
-}
-
-static inline void cg_ucx_list_del(cg_ucx_link_t *l)
-{
-    l->prev->next = l->next;
-    l->next->prev = l->prev;
-    cg_ucx_list_init(l);
-}
-
-#define cg_ucx_of(ptr, type, member)                                         \
-    ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
 /* Handle layout: magic, then the packed control-socket address. */
 #define CG_UCX_HANDLE_MAGIC 0x31585543u /* "CUX1" */
@@ -84,11 +52,11 @@ typedef struct cg_ucx_tp {
     int sweep_now;            /* an error callback or a wakeup asks for one */
     unsigned nhs;             /* handshakes running (connect or accept side) */
     unsigned nsends;          /* send requests pending in UCX */
-    cg_ucx_link_t conns;      /* conns handed to the user */
-    cg_ucx_link_t listeners;
-    cg_ucx_link_t zombies;    /* reqs done for the user, UCX part still live */
-    cg_ucx_link_t closing;    /* closed conns whose endpoint close is pending */
-    cg_ucx_link_t req_cache;  /* free request objects, up to REQ_CACHE */
+    cg_list_t conns;      /* conns handed to the user */
+    cg_list_t listeners;
+    cg_list_t zombies;    /* reqs done for the user, UCX part still live */
+    cg_list_t closing;    /* closed conns whose endpoint close is pending */
+    cg_list_t req_cache;  /* free request objects, up to REQ_CACHE */
     unsigned ncached;
 } cg_ucx_tp_t;
 
@@ -102,7 +70,7 @@ typedef struct cg_ucx_listener cg_ucx_listener_t;
 
 typedef struct cg_ucx_conn {
     cg_tp_conn_t super;
-    cg_ucx_link_t link;       /* tp->conns, listener lists or tp->closing */
+    cg_list_t link;       /* tp->conns, listener lists or tp->closing */
     cg_ucx_conn_state_t state;
     cg_status_t status;       /* why it failed */
     char why[160];            /* detail of the failure, for cg_last_error() */
@@ -115,7 +83,7 @@ typedef struct cg_ucx_conn {
     void *close_req;          /* endpoint close in flight */
     uint64_t last_activity_ns;  /* 0: just now, the sweep stamps it */
     uint64_t pending_bytes;   /* sizes of the requests in reqs */
-    cg_ucx_link_t reqs;       /* requests pending for the user, in order */
+    cg_list_t reqs;       /* requests pending for the user, in order */
     cg_ucx_listener_t *listener; /* accept side, until handed out */
     size_t alloc_size;
     cg_hs_t hs;
@@ -124,11 +92,11 @@ typedef struct cg_ucx_conn {
 
 struct cg_ucx_listener {
     cg_tp_listener_t super;
-    cg_ucx_link_t link;       /* tp->listeners */
+    cg_list_t link;       /* tp->listeners */
     int fd;
     cg_sockaddr_t addr;
-    cg_ucx_link_t pending;    /* conns in handshake */
-    cg_ucx_link_t ready;      /* handshaked conns waiting for accept */
+    cg_list_t pending;    /* conns in handshake */
+    cg_list_t ready;      /* handshaked conns waiting for accept */
     unsigned npending;
 };
 
@@ -140,7 +108,7 @@ enum {
 
 typedef struct cg_ucx_req {
     cg_tp_req_t super;
-    cg_ucx_link_t link;       /* conn->reqs while pending, then tp->zombies
+    cg_list_t link;       /* conn->reqs while pending, then tp->zombies
                                  while only the UCX part lives */
     cg_ucx_tp_t *tp;
     cg_ucx_conn_t *conn;      /* while pending */

@@ -31,8 +31,8 @@ cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
     memset(l, 0, sizeof(*l));
     l->super.ops = &cg_ucx_ops;
     l->super.tp = super;
-    cg_ucx_list_init(&l->pending);
-    cg_ucx_list_init(&l->ready);
+    cg_list_init(&l->pending);
+    cg_list_init(&l->ready);
     st = cg_sock_listen(&addr, 128, &l->fd, &l->addr);
     if (st != CG_OK) {
         cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, l,
@@ -43,7 +43,7 @@ cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
     cg__ucx_put32(handle_p->bytes, CG_UCX_HANDLE_MAGIC);
     cg_sockaddr_pack(&l->addr, handle_p->bytes + 4);
     cg__ucx_epoll_add(tp, l->fd);
-    cg_ucx_list_push(&tp->listeners, &l->link);
+    cg_list_push(&tp->listeners, &l->link);
     cg_debug(tp->log, "ucx: listening on %s",
              cg_sockaddr_str(&l->addr, str, sizeof(str)));
     *listener_p = &l->super;
@@ -73,7 +73,7 @@ static void cg__ucx_listener_accept_new(cg_ucx_listener_t *l)
             return;
         }
         conn->listener = l;
-        cg_ucx_list_push(&l->pending, &conn->link);
+        cg_list_push(&l->pending, &conn->link);
         l->npending++;
     }
 }
@@ -81,18 +81,18 @@ static void cg__ucx_listener_accept_new(cg_ucx_listener_t *l)
 void cg__ucx_listener_progress(cg_ucx_listener_t *l)
 {
     cg_ucx_tp_t *tp = (cg_ucx_tp_t *)l->super.tp;
-    cg_ucx_link_t *link, *next;
+    cg_list_t *link, *next;
     cg_status_t st;
 
     cg__ucx_listener_accept_new(l);
     for (link = l->pending.next; link != &l->pending; link = next) {
-        cg_ucx_conn_t *conn = cg_ucx_of(link, cg_ucx_conn_t, link);
+        cg_ucx_conn_t *conn = cg_list_entry(link, cg_ucx_conn_t, link);
         next = link->next;
         st = cg_hs_progress(&conn->hs);
         if (st == CG_INPROGRESS)
             continue;
         l->npending--;
-        cg_ucx_list_del(&conn->link);
+        cg_list_del(&conn->link);
         if (st == CG_OK)
             st = cg__ucx_conn_establish(conn);
         if (st != CG_OK) {
@@ -101,7 +101,7 @@ void cg__ucx_listener_progress(cg_ucx_listener_t *l)
             cg__ucx_conn_free(conn);
             continue;
         }
-        cg_ucx_list_push(&l->ready, &conn->link);
+        cg_list_push(&l->ready, &conn->link);
     }
 }
 
@@ -113,12 +113,12 @@ cg_status_t cg__ucx_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p)
 
     ucp_worker_progress(tp->worker);
     cg__ucx_listener_progress(l);
-    if (cg_ucx_list_empty(&l->ready))
+    if (cg_list_empty(&l->ready))
         return CG_INPROGRESS;
-    conn = cg_ucx_of(l->ready.next, cg_ucx_conn_t, link);
-    cg_ucx_list_del(&conn->link);
+    conn = cg_list_entry(l->ready.next, cg_ucx_conn_t, link);
+    cg_list_del(&conn->link);
     conn->listener = NULL;
-    cg_ucx_list_push(&tp->conns, &conn->link);
+    cg_list_push(&tp->conns, &conn->link);
     cg__ucx_epoll_add(tp, conn->fd);
     conn->in_epoll = 1;
     cg_debug(tp->log, "ucx: accepted connection %u from rank %d (peer conn "
@@ -132,13 +132,13 @@ void cg__ucx_listener_close(cg_tp_listener_t *super)
     cg_ucx_listener_t *l = (cg_ucx_listener_t *)super;
     cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super->tp;
 
-    while (!cg_ucx_list_empty(&l->pending))
-        cg__ucx_conn_free(cg_ucx_of(l->pending.next, cg_ucx_conn_t, link));
-    while (!cg_ucx_list_empty(&l->ready))
+    while (!cg_list_empty(&l->pending))
+        cg__ucx_conn_free(cg_list_entry(l->pending.next, cg_ucx_conn_t, link));
+    while (!cg_list_empty(&l->ready))
         cg__ucx_conn_close(
-            &cg_ucx_of(l->ready.next, cg_ucx_conn_t, link)->super);
+            &cg_list_entry(l->ready.next, cg_ucx_conn_t, link)->super);
     cg__ucx_epoll_del(tp, l->fd);
     cg_sock_close(l->fd);
-    cg_ucx_list_del(&l->link);
+    cg_list_del(&l->link);
     cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, l, sizeof(*l));
 }

@@ -18,9 +18,9 @@ static cg_ucx_req_t *cg__ucx_req_new(cg_ucx_conn_t *conn, unsigned flags)
     cg_ucx_tp_t *tp = (cg_ucx_tp_t *)conn->super.tp;
     cg_ucx_req_t *req;
 
-    if (!cg_ucx_list_empty(&tp->req_cache)) {
-        req = cg_ucx_of(tp->req_cache.next, cg_ucx_req_t, link);
-        cg_ucx_list_del(&req->link);
+    if (!cg_list_empty(&tp->req_cache)) {
+        req = cg_list_entry(tp->req_cache.next, cg_ucx_req_t, link);
+        cg_list_del(&req->link);
         tp->ncached--;
     } else {
         req = cg_mem_alloc(&tp->super.params.mem, CG_MEM_CAT_CONTROL,
@@ -34,7 +34,7 @@ static cg_ucx_req_t *cg__ucx_req_new(cg_ucx_conn_t *conn, unsigned flags)
     req->conn = conn;
     req->status = CG_INPROGRESS;
     req->flags = flags;
-    cg_ucx_list_init(&req->link);
+    cg_list_init(&req->link);
     return req;
 }
 
@@ -42,9 +42,9 @@ void cg__ucx_req_free(cg_ucx_req_t *req)
 {
     cg_ucx_tp_t *tp = req->tp;
 
-    cg_ucx_list_del(&req->link);
+    cg_list_del(&req->link);
     if (tp->ncached < CG_UCX_REQ_CACHE && tp->worker != NULL) {
-        cg_ucx_list_push(&tp->req_cache, &req->link);
+        cg_list_push(&tp->req_cache, &req->link);
         tp->ncached++;
         return;
     }
@@ -54,11 +54,11 @@ void cg__ucx_req_free(cg_ucx_req_t *req)
 /* Frees the cached request objects (transport teardown). */
 void cg__ucx_req_cache_drain(cg_ucx_tp_t *tp)
 {
-    while (!cg_ucx_list_empty(&tp->req_cache)) {
-        cg_ucx_link_t *l = tp->req_cache.next;
-        cg_ucx_list_del(l);
+    while (!cg_list_empty(&tp->req_cache)) {
+        cg_list_t *l = tp->req_cache.next;
+        cg_list_del(l);
         cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL,
-                    cg_ucx_of(l, cg_ucx_req_t, link), sizeof(cg_ucx_req_t));
+                    cg_list_entry(l, cg_ucx_req_t, link), sizeof(cg_ucx_req_t));
     }
     tp->ncached = 0;
 }
@@ -68,18 +68,18 @@ static void cg__ucx_req_pend(cg_ucx_req_t *req)
 {
     cg_ucx_conn_t *conn = req->conn;
 
-    if (cg_ucx_list_empty(&conn->reqs))
+    if (cg_list_empty(&conn->reqs))
         conn->last_activity_ns = 0; /* the next sweep stamps it */
     conn->pending_bytes += req->len;
     if (!(req->flags & CG_UCX_REQ_RECV))
         req->tp->nsends++;
-    cg_ucx_list_push(&conn->reqs, &req->link);
+    cg_list_push(&conn->reqs, &req->link);
 }
 
 /* Takes a pending request off its conn. */
 static void cg__ucx_req_unpend(cg_ucx_req_t *req)
 {
-    cg_ucx_list_del(&req->link);
+    cg_list_del(&req->link);
     if (req->conn != NULL) {
         req->conn->pending_bytes -= req->len;
         if (!(req->flags & CG_UCX_REQ_RECV))
@@ -97,7 +97,7 @@ void cg__ucx_req_finish(cg_ucx_req_t *req, cg_status_t status)
     req->length = 0;
     if (ucp == NULL)
         return;
-    cg_ucx_list_push(&req->tp->zombies, &req->link);
+    cg_list_push(&req->tp->zombies, &req->link);
     /* A receive still in the expected queue is taken back (its callback
      * may run right here); a send ends with its endpoint's force close,
      * except a rendezvous send to a dead peer, which UCX 1.13 keeps until
@@ -113,7 +113,7 @@ static void cg__ucx_req_done(cg_ucx_req_t *req, ucs_status_t us,
 
     req->ucp = NULL;
     if (req->status != CG_INPROGRESS) {
-        cg_ucx_list_del(&req->link); /* from tp->zombies */
+        cg_list_del(&req->link); /* from tp->zombies */
         if (req->flags & CG_UCX_REQ_RELEASED)
             cg__ucx_req_free(req);
         return;
@@ -171,23 +171,23 @@ static cg_status_t cg__ucx_post_send(cg_ucx_req_t *req)
 
 void cg__ucx_req_post_queued(cg_ucx_conn_t *conn)
 {
-    cg_ucx_link_t all;
+    cg_list_t all;
     cg_status_t st;
 
     /* Move everything aside, then re-add in order: receives as they were,
      * queued sends posted now. */
-    cg_ucx_list_init(&all);
-    if (cg_ucx_list_empty(&conn->reqs))
+    cg_list_init(&all);
+    if (cg_list_empty(&conn->reqs))
         return;
     all.next = conn->reqs.next;
     all.prev = conn->reqs.prev;
     all.next->prev = &all;
     all.prev->next = &all;
-    cg_ucx_list_init(&conn->reqs);
+    cg_list_init(&conn->reqs);
     conn->pending_bytes = 0;
-    while (!cg_ucx_list_empty(&all)) {
-        cg_ucx_req_t *req = cg_ucx_of(all.next, cg_ucx_req_t, link);
-        cg_ucx_list_del(&req->link);
+    while (!cg_list_empty(&all)) {
+        cg_ucx_req_t *req = cg_list_entry(all.next, cg_ucx_req_t, link);
+        cg_list_del(&req->link);
         if (!(req->flags & CG_UCX_REQ_QUEUED)) {
             cg__ucx_req_pend(req);
             continue;
