@@ -54,9 +54,9 @@ while [ "$s" -le "$e" ]; do
     mc=$(memcpy_gbps "$s")
     awk -v s="$s" -v a="${cg_o:-0}" -v b="${mp_o:-0}" -v c="${cg_i:-0}" \
         -v d="${mp_i:-0}" -v m="${mc:-0}" 'BEGIN {
-        u = s >= 1048576 ? sprintf("%dM", s / 1048576) :
-            s >= 1024 ? sprintf("%dK", s / 1024) : s
-        printf "%10s %9.2f %9.2f %6.2f %9.2f %9.2f %6.2f %11.2f\n", u, a, b,
-               b > 0 ? a / b : 0, c, d, d > 0 ? c / d : 0, m }'
+        u = s; if (s >= 1024) u = sprintf("%dK", s / 1024)
+        if (s >= 1048576) u = sprintf("%dM", s / 1048576)
+        r1 = b > 0 ? a / b : 0; r2 = d > 0 ? c / d : 0
+        printf "%10s %9.2f %9.2f %6.2f %9.2f %9.2f %6.2f %11.2f\n", u, a, b, r1, c, d, r2, m }'
     s=$((s * f))
 done

@@ -249,6 +249,46 @@ UCX_SCENARIO(bidirectional, 60)
     finish_parent(&p);
 }
 
+/* A message that arrived before its receive was posted completes the
+ * receive at once: the received size must still be reported. */
+UCX_SCENARIO(recv_of_arrived_message_reports_size, 30)
+{
+    static const size_t len[3] = {8, 100, 3000};
+    tu_pair_t p;
+    cg_tp_req_t *r[3];
+    cg_status_t st[3];
+    size_t sz[3];
+    char *b = malloc(3 * 4096);
+
+    open_pair(&p);
+    if (p.is_child) {
+        for (int i = 0; i < 3; i++) {
+            tu_fill(b + i * 4096, len[i], 7);
+            TU_CHECK(cg_tp_isend(p.conn, b + i * 4096, len[i], 6, &r[i]) ==
+                         CG_OK, "isend");
+        }
+        TU_CHECK(tu_wait_all(r, 3, st, sz, 10) == 0, "sends pending");
+        free(b);
+        finish_child(&p);
+    }
+    /* Let the messages arrive unexpected before posting the receives. */
+    for (int i = 0; i < 2000; i++) {
+        cg_tp_progress(p.tp);
+        usleep(100);
+    }
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(cg_tp_irecv(p.conn, b + i * 4096, 4096, 6, &r[i]), CG_OK);
+    cr_assert_eq(tu_wait_all(r, 3, st, sz, 10), 0, "receives pending");
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(st[i], CG_OK, "recv %d: %s", i, cg_status_name(st[i]));
+        cr_assert_eq(sz[i], len[i], "recv %d: reported %zu bytes, sent %zu",
+                     i, sz[i], len[i]);
+        cr_assert_eq(tu_check(b + i * 4096, len[i], 7), -1, "recv %d data", i);
+    }
+    free(b);
+    finish_parent(&p);
+}
+
 UCX_SCENARIO(recv_larger_than_message, 30)
 {
     static const size_t len[2] = {100, (1u << 20) + 5};

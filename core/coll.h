@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The collectives over a communicator: AllReduce (ring reduce-scatter +
+ * all-gather pipelined in governor-sized chunks, or recursive doubling for
+ * small messages) and Broadcast (pipelined chain, or binomial tree for
+ * small messages); CG_ALGO overrides the choice by size. Blocking; every
+ * rank calls the same collectives in the same order with the same count,
+ * dtype, op and root. Results are bit-identical on every rank and from run
+ * to run for a given rank count, whatever chunk sizes the governor picks.
+ * A failed transfer or a dead peer fails the operation on every live rank
+ * within CG_TIMEOUT, with the peer rank and the cause in cg_last_error();
+ * the communicator is unusable afterwards. Layer: core.
+ */
+#ifndef CG_CORE_COLL_H
+#define CG_CORE_COLL_H
+
+#include <stddef.h>
+
+#include "collguard/status.h"
+#include "collguard/types.h"
+#include "core/comm.h"
+
+/* recvbuf[i] = postscale * (op over ranks of prescale * sendbuf[i]) for
+ * i < count (average: the sum divided by the rank count, by
+ * cg_reduce_post's rules). sendbuf == recvbuf is in place; otherwise the
+ * two must not overlap and sendbuf is left untouched. count 0: no-op.
+ * Buffer memory beyond the caller's: at most two chunks (CG_MEM_CAT_RING). */
+cg_status_t cg_allreduce(cg_comm_t *comm, const void *sendbuf, void *recvbuf,
+                         size_t count, cg_dtype_t dt, cg_redop_t op,
+                         double prescale, double postscale);
+
+/* buf (count elements of dt) from root to every rank. No extra memory. */
+cg_status_t cg_broadcast(cg_comm_t *comm, void *buf, size_t count,
+                         cg_dtype_t dt, int root);
+
+/* The algorithm the ranks will use for this many bytes: "ring", "rd",
+ * "chain", "tree" (the same on every rank; for tools and logs). */
+const char *cg_allreduce_algo(const cg_comm_t *comm, size_t bytes);
+const char *cg_broadcast_algo(const cg_comm_t *comm, size_t bytes);
+
+#endif

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cg_allreduce: argument checks, prescale, the choice between ring and
+ * recursive doubling (by size, or CG_ALGO), and recursive doubling itself
+ * with the standard fold-in of the ranks beyond the largest power of two.
+ * Recursive doubling works on pieces of CG_COLL_SMALL_BYTES (a constant,
+ * so the same on every rank) and always reduces the lower rank's data
+ * first, so partners end with the same bits. Layer: core; calls
+ * coll_xfer, coll_ring, reduce, governor.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "core/base/error.h"
+#include "core/coll.h"
+#include "core/coll_impl.h"
+#include "core/reduce.h"
+
+const char *cg_allreduce_algo(const cg_comm_t *comm, size_t bytes)
+{
+    switch (cg_comm_algo(comm)) {
+    case CG_COLL_ALGO_RING:
+        return "ring";
+    case CG_COLL_ALGO_RD:
+        return "rd";
+    case CG_COLL_ALGO_AUTO:
+        break;
+    }
+    return bytes <= CG_COLL_SMALL_BYTES ? "rd" : "ring";
+}
+
+/* Real rank of a rank in the power-of-two group (rem ranks folded). */
+static int cg__rd_real(int nr, int rem)
+{
+    return nr < rem ? nr * 2 + 1 : nr + rem;
+}
+
+/* mine = lower op higher, where the partner's data is in tmp. */
+static void cg__rd_combine(void *mine, void *tmp, size_t len, size_t el,
+                           cg_dtype_t dt, cg_redop_t op, bool peer_lower)
+{
+    if (peer_lower) {
+        cg_reduce(tmp, mine, len / el, dt, op);
+        memcpy(mine, tmp, len);
+    } else {
+        cg_reduce(mine, tmp, len / el, dt, op);
+    }
+}
+
+static cg_status_t cg__rd_piece(cg_coll_op_t *op, uint8_t *piece, void *tmp,
+                                size_t len, cg_dtype_t dt, cg_redop_t redop,
+                                double postscale)
+{
+    int n = cg_comm_size(op->comm), r = cg_comm_rank(op->comm);
+    int p = 1, rem, nr;
+    size_t el = cg_dtype_size(dt);
+    cg_status_t st = CG_OK;
+
+    while (p * 2 <= n)
+        p *= 2;
+    rem = n - p;
+    nr = r < 2 * rem ? (r % 2 ? r / 2 : -1) : r - rem;
+    if (r < 2 * rem && nr < 0)
+        st = cg_coll_sendrecv(op, r + 1, piece, len, -1, NULL, 0,
+                              CG_COMM_TAG_RD, NULL);
+    else if (r < 2 * rem)
+        st = cg_coll_sendrecv(op, -1, NULL, 0, r - 1, tmp, len,
+                              CG_COMM_TAG_RD, NULL);
+    if (st != CG_OK)
+        return st;
+    if (r < 2 * rem && nr >= 0)
+        cg__rd_combine(piece, tmp, len, el, dt, redop, true);
+    for (int mask = 1; nr >= 0 && mask < p; mask <<= 1) {
+        int peer = cg__rd_real(nr ^ mask, rem);
+        st = cg_coll_sendrecv(op, peer, piece, len, peer, tmp, len,
+                              CG_COMM_TAG_RD, NULL);
+        if (st != CG_OK)
+            return st;
+        cg__rd_combine(piece, tmp, len, el, dt, redop, peer < r);
+    }
+    if (nr >= 0) {
+        st = cg_reduce_post(piece, len / el, dt, redop, n, postscale);
+        if (st != CG_OK)
+            return st;
+    }
+    if (r < 2 * rem)
+        st = nr >= 0 ? cg_coll_sendrecv(op, r - 1, piece, len, -1, NULL, 0,
+                                        CG_COMM_TAG_RD, NULL)
+                     : cg_coll_sendrecv(op, -1, NULL, 0, r + 1, piece, len,
+                                        CG_COMM_TAG_RD, NULL);
+    return st;
+}
+
+cg_status_t cg_rd_allreduce(cg_coll_op_t *op, void *buf, size_t count,
+                            cg_dtype_t dt, cg_redop_t redop, double postscale)
+{
+    cg_governor_t *gov = cg_comm_governor(op->comm);
+    size_t el = cg_dtype_size(dt), bytes = count * el;
+    size_t piece = CG_COLL_SMALL_BYTES / el * el, want, got;
+    cg_status_t st;
+    void *tmp;
+
+    want = bytes < piece ? bytes : piece;
+    st = cg_governor_alloc_shrink(gov, CG_MEM_CAT_RING, want, want, el,
+                                  "CG_CHUNK_MIN", &tmp, &got);
+    if (st != CG_OK)
+        return cg_coll_abort(op, st);
+    for (size_t off = 0; off < bytes && st == CG_OK; off += want) {
+        size_t len = bytes - off < want ? bytes - off : want;
+        st = cg__rd_piece(op, (uint8_t *)buf + off, tmp, len, dt, redop,
+                          postscale);
+    }
+    if (st != CG_OK)
+        st = cg_coll_abort(op, st);
+    cg_governor_free(gov, CG_MEM_CAT_RING, tmp, got);
+    return st;
+}
+
+static cg_status_t cg__allreduce_check(const cg_comm_t *comm,
+                                       const void *sendbuf,
+                                       const void *recvbuf, size_t count,
+                                       cg_dtype_t dt, cg_redop_t op,
+                                       double prescale, double postscale)
+{
+    cg_status_t st;
+
+    if (comm == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "allreduce: comm is NULL");
+    st = cg_reduce_check(dt, op);
+    if (st != CG_OK)
+        return st;
+    if (count > 0 && (sendbuf == NULL || recvbuf == NULL))
+        return cg_error_set(CG_ERR_INVALID_PARAM, "allreduce: %s is NULL "
+                            "with count %zu", sendbuf == NULL ? "sendbuf"
+                            : "recvbuf", count);
+    if (count > SIZE_MAX / cg_dtype_size(dt))
+        return cg_error_set(CG_ERR_INVALID_PARAM, "allreduce: count %zu of "
+                            "%s overflows size_t", count, cg_dtype_name(dt));
+    if (!isfinite(prescale) || !isfinite(postscale))
+        return cg_error_set(CG_ERR_INVALID_PARAM, "allreduce: prescale %g "
+                            "and postscale %g must be finite", prescale,
+                            postscale);
+    return CG_OK;
+}
+
+cg_status_t cg_allreduce(cg_comm_t *comm, const void *sendbuf, void *recvbuf,
+                         size_t count, cg_dtype_t dt, cg_redop_t op,
+                         double prescale, double postscale)
+{
+    size_t bytes = count * cg_dtype_size(dt);
+    cg_coll_op_t op_on_stack, *cop = &op_on_stack;
+    cg_status_t st;
+
+    st = cg__allreduce_check(comm, sendbuf, recvbuf, count, dt, op, prescale,
+                             postscale);
+    if (st != CG_OK)
+        return st;
+    st = cg_coll_op_begin(cop, comm, "allreduce");
+    if (st != CG_OK || count == 0)
+        return st;
+    if (prescale != 1.0) {
+        if (sendbuf == recvbuf)
+            cg_scale(recvbuf, count, dt, prescale);
+        else
+            cg_scale_copy(recvbuf, sendbuf, count, dt, prescale);
+        sendbuf = recvbuf;
+    }
+    if (cg_comm_size(comm) == 1) {
+        if (sendbuf != recvbuf)
+            memcpy(recvbuf, sendbuf, bytes);
+        st = cg_reduce_post(recvbuf, count, dt, op, 1, postscale);
+    } else if (strcmp(cg_allreduce_algo(comm, bytes), "rd") == 0) {
+        if (sendbuf != recvbuf)
+            memcpy(recvbuf, sendbuf, bytes);
+        st = cg_rd_allreduce(cop, recvbuf, count, dt, op, postscale);
+    } else {
+        st = cg_ring_allreduce(cop, sendbuf, recvbuf, count, dt, op,
+                               postscale);
+    }
+    return st;
+}

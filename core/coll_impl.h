@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal to the collectives: one running operation (its communicator,
+ * tag base and a pool of transfers) and the transfer helpers every
+ * algorithm uses (post, test, wait, abort), which turn a transport failure
+ * into an error naming the operation, the peer rank and the cause, and
+ * bound a silent peer by CG_TIMEOUT. Layer: core; calls transport.h.
+ */
+#ifndef CG_CORE_COLL_IMPL_H
+#define CG_CORE_COLL_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "collguard/types.h"
+#include "core/comm.h"
+
+/* Transfers one operation may have outstanding at once. */
+#define CG_COLL_XFER_MAX 48
+/* Auto choice: recursive doubling / binomial tree up to this many bytes;
+ * also the piece size of recursive doubling on larger messages. */
+#define CG_COLL_SMALL_BYTES (64u << 10)
+
+typedef struct cg_xfer {
+    cg_tp_req_t *req; /* NULL when idle or finished */
+    int peer;
+    bool send;
+    size_t len;       /* posted length */
+    size_t got;       /* bytes moved, once finished */
+} cg_xfer_t;
+
+typedef struct cg_coll_op {
+    cg_comm_t *comm;
+    const char *name;  /* "allreduce", "broadcast" */
+    uint32_t tag_base;
+    uint64_t last_ns;  /* last time a transfer finished */
+    int idle_spins;
+    cg_xfer_t x[CG_COLL_XFER_MAX];
+} cg_coll_op_t;
+
+static inline uint64_t cg_coll_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Begins an operation on comm (fails at once on a broken group). */
+cg_status_t cg_coll_op_begin(cg_coll_op_t *op, cg_comm_t *comm,
+                             const char *name);
+/* Posts a send (or receive of capacity len) of kind to/from peer. */
+cg_status_t cg_xfer_post(cg_coll_op_t *op, cg_xfer_t *x, bool send, int peer,
+                         void *buf, size_t len, cg_comm_tag_kind_t kind);
+/* CG_OK once finished (x->req NULL, x->got set), CG_INPROGRESS, or the
+ * failure with cg_last_error() naming the peer. Idle x: CG_OK. */
+cg_status_t cg_xfer_test(cg_coll_op_t *op, cg_xfer_t *x);
+/* Drives the transport once; yields the CPU after a while without
+ * progress; CG_ERR_TIMEOUT naming x's peer after CG_TIMEOUT of silence. */
+cg_status_t cg_coll_idle(cg_coll_op_t *op, const cg_xfer_t *x);
+/* Test until finished. */
+cg_status_t cg_xfer_wait(cg_coll_op_t *op, cg_xfer_t *x);
+/* Exchange: send slen bytes to speer and receive up to rlen from rpeer;
+ * *got_p (may be NULL) the bytes received. Either peer < 0: skipped. */
+cg_status_t cg_coll_sendrecv(cg_coll_op_t *op, int speer, const void *sbuf,
+                             size_t slen, int rpeer, void *rbuf, size_t rlen,
+                             cg_comm_tag_kind_t kind, size_t *got_p);
+/* After a failure: breaks the group (closing its connections, so waiting
+ * peers fail at once) and reaps every outstanding transfer of op, keeping
+ * the first error's message. Returns st. */
+cg_status_t cg_coll_abort(cg_coll_op_t *op, cg_status_t st);
+
+/* Ring AllReduce of sendbuf into recvbuf (the same pointer: in place);
+ * recursive doubling in place on buf. Inputs already prescaled; both
+ * apply the average and postscale. On failure both have aborted op. */
+cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
+                              void *recvbuf, size_t count, cg_dtype_t dt,
+                              cg_redop_t op_kind, double postscale);
+cg_status_t cg_rd_allreduce(cg_coll_op_t *op, void *buf, size_t count,
+                            cg_dtype_t dt, cg_redop_t op_kind,
+                            double postscale);
+
+#endif

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Forked multi-rank jobs for the collective tests: each rank bootstraps
+ * over a loopback rendezvous (collguard-run's variables), creates a
+ * context (CG_TIMEOUT from the test), a socket transport and a
+ * communicator, runs the scenario's body and reports into shared memory.
+ */
+#ifndef CG_TEST_COLL_JOB_H
+#define CG_TEST_COLL_JOB_H
+
+#include <stdint.h>
+
+#include "core/coll.h"
+#include "core/context.h"
+
+typedef struct coll_report {
+    int ran;
+    int status;        /* the first failure, or CG_OK */
+    double elapsed_s;  /* of the failing call */
+    int iters;         /* collectives completed */
+    char msg[512];
+} coll_report_t;
+
+typedef struct coll_rank {
+    int rank, size;
+    cg_ctx_h ctx;
+    cg_comm_t *comm;
+    coll_report_t *rep; /* this rank's */
+} coll_rank_t;
+
+typedef void (*coll_body_fn)(coll_rank_t *cr, void *arg);
+
+/* Runs size ranks of body with CG_TIMEOUT=timeout and CG_ALGO=algo
+ * (auto, ring, rd); returns the shared
+ * reports (size entries; coll_job_free them). status_p[r]: waitpid
+ * status of rank r. Ranks are killed after wait_s. */
+coll_report_t *coll_job_run(int size, const char *timeout, const char *algo,
+                            coll_body_fn body,
+                            void *arg, double wait_s, int *status_p);
+void coll_job_free(coll_report_t *rep, int size);
+double coll_now_s(void);
+/* base_s scaled by CG_TEST_TIMEOUT_MULTIPLIER. */
+double coll_scaled_s(double base_s);
+
+#endif

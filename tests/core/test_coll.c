@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Collectives across forked ranks on loopback: prescale and postscale,
+ * in place with uneven segments, argument errors, and failures: a killed
+ * rank and a silent (stopped) rank fail the operation on the live ranks
+ * within CG_TIMEOUT, naming the peer. Bulk correctness (rank counts,
+ * sizes, dtypes, ops, roots, transports) runs through the perf tools.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "tests/core/coll_job.h"
+
+static void report(coll_rank_t *cr, cg_status_t st, double t0)
+{
+    cr->rep->status = st;
+    cr->rep->elapsed_s = coll_now_s() - t0;
+    snprintf(cr->rep->msg, sizeof(cr->rep->msg), "%s", cg_last_error());
+}
+
+/* x_r[i] = r + i % 4; allreduce sum with prescale 0.5, postscale 3. */
+static void body_scale(coll_rank_t *cr, void *arg)
+{
+    size_t n = *(size_t *)arg;
+    float *in = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        in[i] = (float)(cr->rank + (int)(i % 4));
+    report(cr, cg_allreduce(cr->comm, in, out, n, CG_DTYPE_F32, CG_OP_SUM,
+                            0.5, 3.0), coll_now_s());
+    for (size_t i = 0; i < n && cr->rep->status == CG_OK; i++) {
+        float want = 3.0f * 0.5f * (float)(3 + 3 * (int)(i % 4));
+        if (out[i] != want || in[i] != (float)(cr->rank + (int)(i % 4))) {
+            cr->rep->status = CG_ERR_INTERNAL;
+            snprintf(cr->rep->msg, sizeof(cr->rep->msg), "element %zu is %g, "
+                     "want %g (input now %g)", i, out[i], want, in[i]);
+        }
+    }
+}
+
+Test(coll, prescale_and_postscale_scale_every_rank, .timeout = 60)
+{
+    size_t counts[] = {5, 40000}; /* recursive doubling, then ring */
+    int status[3];
+    for (int c = 0; c < 2; c++) {
+        coll_report_t *rep = coll_job_run(3, "10s", "auto", body_scale, &counts[c],
+                                          coll_scaled_s(30), status);
+        for (int r = 0; r < 3; r++)
+            cr_assert_eq(rep[r].status, CG_OK, "count %zu rank %d: %s: %s",
+                         counts[c], r, cg_status_name(rep[r].status),
+                         rep[r].msg);
+        coll_job_free(rep, 3);
+    }
+}
+
+/* In place, count 7 over 4 ranks (segments 2,2,2,1), int32 max. */
+static void body_inplace(coll_rank_t *cr, void *arg)
+{
+    int32_t buf[7];
+    (void)arg;
+    for (int i = 0; i < 7; i++)
+        buf[i] = (cr->rank * 5 + i * 3) % 7 - 3;
+    report(cr, cg_allreduce(cr->comm, buf, buf, 7, CG_DTYPE_I32, CG_OP_MAX,
+                            1.0, 1.0), coll_now_s());
+    for (int i = 0; i < 7 && cr->rep->status == CG_OK; i++) {
+        int32_t want = -100;
+        for (int r = 0; r < cr->size; r++)
+            want = (r * 5 + i * 3) % 7 - 3 > want ? (r * 5 + i * 3) % 7 - 3
+                                                  : want;
+        if (buf[i] != want) {
+            cr->rep->status = CG_ERR_INTERNAL;
+            snprintf(cr->rep->msg, sizeof(cr->rep->msg), "element %d is %d, "
+                     "want %d", i, buf[i], want);
+        }
+    }
+}
+
+Test(coll, in_place_ring_with_uneven_segments, .timeout = 60)
+{
+    int status[4];
+    coll_report_t *rep = coll_job_run(4, "10s", "ring", body_inplace, NULL,
+                                      coll_scaled_s(30), status);
+    for (int r = 0; r < 4; r++)
+        cr_assert_eq(rep[r].status, CG_OK, "rank %d: %s: %s", r,
+                     cg_status_name(rep[r].status), rep[r].msg);
+    coll_job_free(rep, 4);
+}
+
+static void body_badargs(coll_rank_t *cr, void *arg)
+{
+    float x = 1;
+    (void)arg;
+    report(cr, cg_allreduce(cr->comm, &x, &x, 1, CG_DTYPE_F32, CG_OP_ADASUM,
+                            1.0, 1.0), coll_now_s());
+    if (cg_broadcast(cr->comm, &x, 1, CG_DTYPE_F32, cr->size) !=
+            CG_ERR_INVALID_PARAM ||
+        strstr(cg_last_error(), "root") == NULL)
+        cr->rep->status = CG_ERR_INTERNAL;
+    /* The group still works after rejected arguments. */
+    cr->rep->iters = cg_allreduce(cr->comm, &x, &x, 1, CG_DTYPE_F32,
+                                  CG_OP_SUM, 1.0, 1.0) == CG_OK && x == 2;
+}
+
+Test(coll, bad_arguments_are_rejected_before_any_transfer, .timeout = 60)
+{
+    int status[2];
+    coll_report_t *rep = coll_job_run(2, "10s", "auto", body_badargs, NULL,
+                                      coll_scaled_s(30), status);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(rep[r].status, CG_ERR_UNSUPPORTED, "rank %d: %s: %s", r,
+                     cg_status_name(rep[r].status), rep[r].msg);
+        cr_assert(strstr(rep[r].msg, "adasum") != NULL, "message: %s",
+                  rep[r].msg);
+        cr_assert_eq(rep[r].iters, 1, "rank %d: allreduce after the errors",
+                     r);
+    }
+    coll_job_free(rep, 2);
+}
+
+/* Rank 2 dies (SIGKILL) or goes silent (SIGSTOP) before its 4th
+ * allreduce; the others must fail that allreduce, naming rank 2. */
+static void body_victim(coll_rank_t *cr, void *arg)
+{
+    int sig = *(int *)arg;
+    size_t n = 1 << 20;
+    float *buf = calloc(n, sizeof(float));
+    for (int it = 0; it < 1000; it++) {
+        if (cr->rank == 2 && it == 3)
+            raise(sig);
+        double t0 = coll_now_s();
+        cg_status_t st = cg_allreduce(cr->comm, buf, buf, n, CG_DTYPE_F32,
+                                      CG_OP_SUM, 1.0, 1.0);
+        if (st != CG_OK) {
+            report(cr, st, t0);
+            return;
+        }
+        cr->rep->iters = it + 1;
+    }
+}
+
+static void check_victim(int sig, double limit_s)
+{
+    int status[3];
+    coll_report_t *rep = coll_job_run(3, "2s", "auto", body_victim, &sig,
+                                      coll_scaled_s(30), status);
+    cr_assert(WIFSIGNALED(status[2]), "rank 2 status 0x%x", status[2]);
+    cr_log_info("rank 0 after %.2fs: %s", rep[0].elapsed_s, rep[0].msg);
+    cr_log_info("rank 1 after %.2fs: %s", rep[1].elapsed_s, rep[1].msg);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(rep[r].iters, 3, "rank %d completed %d", r,
+                     rep[r].iters);
+        cr_assert(CG_STATUS_IS_PEER_FAILURE(rep[r].status),
+                  "rank %d: %s: %s", r, cg_status_name(rep[r].status),
+                  rep[r].msg);
+        cr_assert(rep[r].elapsed_s < coll_scaled_s(limit_s),
+                  "rank %d failed after %.2fs", r, rep[r].elapsed_s);
+    }
+    cr_assert(strstr(rep[0].msg, "rank 2") || strstr(rep[1].msg, "rank 2"),
+              "no message names rank 2: '%s' / '%s'", rep[0].msg,
+              rep[1].msg);
+    coll_job_free(rep, 3);
+}
+
+Test(coll, killed_rank_fails_the_others_naming_it, .timeout = 60)
+{
+    check_victim(SIGKILL, 2.0);
+}
+
+Test(coll, silent_rank_fails_the_others_within_the_timeout, .timeout = 60)
+{
+    check_victim(SIGSTOP, 2.0 + 2.0);
+}
