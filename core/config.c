@@ -44,6 +44,7 @@ static const char *const cg__log_levels[] = {"none", "error", "warn", "info",
 static const char *const cg__probes[] = {"auto", "host", "cuda", NULL};
 static const char *const cg__transports[] = {"auto", "ucx", "socket", NULL};
 static const char *const cg__algos[] = {"auto", "ring", "rd", NULL};
+static const char *const cg__dup_policies[] = {"coalesce", "error", NULL};
 
 static const cg__field_t cg__fields[CG_CFG_COUNT] = {
     {CG_CFG_LOG_LEVEL, "CG_LOG_LEVEL", {NULL, NULL}, CG__T_ENUM, "warn",
@@ -133,6 +134,16 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "Horovod shim: 1 allows adding and removing process sets after "
      "horovod_init (hvd.init(process_sets=\"dynamic\") sets it), as "
      "Horovod."},
+    {CG_CFG_CYCLE_TIME, "CG_CYCLE_TIME", {"HOROVOD_CYCLE_TIME", NULL},
+     CG__T_DURATION, "1ms", CG__OFF(cycle_time_ns), NULL, 0, 0, 1000000ull,
+     "Horovod shim: period of the background cycle that negotiates and "
+     "runs ready collectives (bare number: ms, as Horovod)."},
+    {CG_CFG_DUPLICATE_POLICY, "CG_DUPLICATE_POLICY", {NULL, NULL},
+     CG__T_ENUM, "coalesce", CG__OFF(duplicate_policy), cg__dup_policies, 0,
+     0, 0,
+     "Horovod shim: a second enqueue of a name still in flight with the "
+     "same buffer, size and op: coalesce (reduced once, both handles "
+     "complete, warned once per name) or error (Horovod's ValueError)."},
 };
 
 static const char *cg__accepted_form(const cg__field_t *f, char *buf,

@@ -31,6 +31,12 @@ typedef enum {
     CG_COLL_ALGO_RD = 2    /* recursive doubling, binomial-tree Broadcast */
 } cg_coll_algo_t;
 
+/* CG_DUPLICATE_POLICY: a second enqueue of a name in flight. */
+typedef enum {
+    CG_DUP_POLICY_COALESCE = 0, /* same buffer, size, op: reduce once */
+    CG_DUP_POLICY_ERROR = 1     /* always Horovod's ValueError */
+} cg_dup_policy_t;
+
 /* A size that may also be given as a fraction of total memory ("5%"). */
 typedef struct {
     uint64_t bytes;
@@ -61,6 +67,8 @@ typedef enum {
     CG_CFG_SOCKET_NSOCKS,
     CG_CFG_ALGO,
     CG_CFG_DYNAMIC_PROCESS_SETS,
+    CG_CFG_CYCLE_TIME,
+    CG_CFG_DUPLICATE_POLICY,
     CG_CFG_COUNT
 } cg_config_id_t;
 
@@ -88,6 +96,8 @@ typedef struct cg_config {
     int socket_nsocks;
     cg_coll_algo_t algo;         /* collective algorithm choice */
     int dynamic_process_sets;    /* Horovod ABI: add/remove allowed */
+    uint64_t cycle_time_ns;      /* Horovod shim: background cycle */
+    int duplicate_policy;        /* cg_dup_policy_t */
     /* Which fields were set from the environment (by name or alias). */
     bool set_by_user[CG_CFG_COUNT];
 } cg_config_t;

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The Horovod shim's core, as a C API: framework threads enqueue named
+ * collectives on host buffers and get a request back; a background thread
+ * negotiates across ranks which names are ready everywhere, fuses ready
+ * allreduces into a governed fusion buffer and completes the requests.
+ * The CPython module mpi_lib_v2 is a thin layer over these calls.
+ * Thread-safe: every call here except cg_hvd_core_create/_destroy, which
+ * are collective over the ranks and belong to one thread.
+ */
+#ifndef COLLGUARD_HVD_H
+#define COLLGUARD_HVD_H
+
+#include <stdint.h>
+
+#include "collguard/api.h"
+#include "collguard/collguard.h"
+#include "collguard/status.h"
+#include "collguard/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cg_hvd_core *cg_hvd_core_h;
+typedef struct cg_hvd_req *cg_hvd_req_h;
+
+#define CG_HVD_NAME_MAX 200 /* bytes of a tensor name, NUL included */
+#define CG_HVD_NDIM_MAX 8
+
+typedef enum {
+    CG_HVD_ALLREDUCE = 0,
+    CG_HVD_BROADCAST = 1,
+    CG_HVD_ALLGATHER = 2
+} cg_hvd_op_type_t;
+
+enum {
+    CG_HVD_REQUIRES_GRAD = 1u << 0, /* tensor.requires_grad */
+    CG_HVD_IS_LEAF = 1u << 1        /* tensor.is_leaf (no grad_fn) */
+};
+
+/* Optional fields of cg_hvd_tensor_t (its field_mask). */
+enum {
+    CG_HVD_TENSOR_FIELD_DEVICE = 1u << 0 /* device is set */
+};
+
+/* A named tensor. ndim 0 is a scalar (one element). output may equal
+ * input (in place); allgather ignores output (see cg_hvd_allgather_result).
+ * Both buffers must stay valid until the request is done. */
+typedef struct cg_hvd_tensor {
+    uint64_t field_mask; /* CG_HVD_TENSOR_FIELD_*; 0: host memory */
+    const char *name;
+    cg_dtype_t dtype;
+    int ndim;
+    int64_t shape[CG_HVD_NDIM_MAX];
+    const void *input;
+    void *output;
+    unsigned flags; /* CG_HVD_REQUIRES_GRAD | CG_HVD_IS_LEAF */
+    /* -1: host memory (the default); >= 0: that CUDA device, which this
+     * increment rejects with CG_ERR_UNSUPPORTED. */
+    int device;
+} cg_hvd_tensor_t;
+
+/* Counters of a core since create (read with cg_hvd_core_stats). */
+typedef struct cg_hvd_stats {
+    uint64_t cycles;             /* negotiation rounds run */
+    uint64_t allreduce_calls;    /* collectives issued for allreduces */
+    uint64_t allreduce_tensors;  /* tensors those calls completed */
+    uint64_t fused_calls;        /* calls that carried > 1 tensor */
+    uint64_t max_fused_tensors;  /* most tensors in one call */
+    uint64_t duplicates;         /* enqueues coalesced onto a name */
+    uint64_t mismatches;         /* names failed by cross-rank validation */
+    uint64_t fusion_bytes;       /* fusion buffer agreed in the last cycle */
+} cg_hvd_stats_t;
+
+/* Collective over the ctx's bootstrap (ctx created with
+ * CG_CTX_PARAM_BOOTSTRAP): makes the transport (CG_TRANSPORT) and the
+ * communicator and starts the background thread (CG_CYCLE_TIME). ctx must
+ * outlive the core. */
+CG_API cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p);
+/* Stops the cycle on every rank (a rank that destroys its core makes the
+ * others stop at their next cycle), fails requests still pending with
+ * CG_ERR_CANCELED and frees the core. Requests not yet released stay valid
+ * until cg_hvd_release. */
+CG_API void cg_hvd_core_destroy(cg_hvd_core_h core);
+CG_API void cg_hvd_core_stats(cg_hvd_core_h core, cg_hvd_stats_t *stats);
+CG_API int cg_hvd_core_rank(cg_hvd_core_h core);
+CG_API int cg_hvd_core_size(cg_hvd_core_h core);
+
+/* output = postscale * op over ranks of (prescale * input). A second
+ * enqueue of a name in flight: see CG_DUPLICATE_POLICY. Errors at enqueue
+ * (CG_ERR_INVALID_PARAM, text in cg_last_error()) return no request. */
+CG_API cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
+                                            const cg_hvd_tensor_t *t,
+                                            cg_redop_t op, double prescale,
+                                            double postscale,
+                                            cg_hvd_req_h *req_p);
+/* output (input copied first on root when they differ) = root's input.
+ * A tensor with CG_HVD_REQUIRES_GRAD and without CG_HVD_IS_LEAF is
+ * rejected here. */
+CG_API cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
+                                            const cg_hvd_tensor_t *t,
+                                            int root, cg_hvd_req_h *req_p);
+/* Concatenation of every rank's input along the first dimension (which
+ * may differ per rank; the others and the dtype must match). */
+CG_API cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
+                                            const cg_hvd_tensor_t *t,
+                                            cg_hvd_req_h *req_p);
+
+/* Non-zero once the request is done (successfully or not). */
+CG_API int cg_hvd_poll(cg_hvd_req_h req);
+/* Blocks until done; the request's status. */
+CG_API cg_status_t cg_hvd_wait(cg_hvd_req_h req);
+/* Why a done request failed ("" when it succeeded or is pending). Valid
+ * until cg_hvd_release. */
+CG_API const char *cg_hvd_error(cg_hvd_req_h req);
+/* A done allgather: the gathered data (owned by the request) and its
+ * first dimension. CG_ERR_INVALID_PARAM if not a done allgather. */
+CG_API cg_status_t cg_hvd_allgather_result(cg_hvd_req_h req,
+                                           const void **data_p,
+                                           int64_t *first_dim_p);
+/* Frees the request; a pending one is freed when it completes. */
+CG_API void cg_hvd_release(cg_hvd_req_h req);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
