@@ -50,6 +50,27 @@ static const char *cg__skip_space(const char *p)
     return p;
 }
 
+/* Splits "<number><spaces><suffix>" into the number and the lower-cased
+ * suffix ("" when none). False on a missing number, a suffix longer than
+ * cap - 1, or anything after the suffix. */
+static bool cg__number_suffix(const char *s, double *v_p, char *suffix,
+                              size_t cap)
+{
+    size_t n = 0;
+    const char *p = cg__parse_number(s, v_p);
+
+    if (p == NULL)
+        return false;
+    p = cg__skip_space(p);
+    while (*p && !isspace((unsigned char)*p)) {
+        if (n == cap - 1)
+            return false;
+        suffix[n++] = (char)tolower((unsigned char)*p++);
+    }
+    suffix[n] = '\0';
+    return *cg__skip_space(p) == '\0';
+}
+
 bool cg_parse_size(const char *s, uint64_t *bytes_p)
 {
     static const struct {
@@ -65,16 +86,8 @@ bool cg_parse_size(const char *s, uint64_t *bytes_p)
     };
     char suffix[8];
     double v;
-    size_t n = 0;
-    const char *p = cg__parse_number(s, &v);
 
-    if (p == NULL)
-        return false;
-    p = cg__skip_space(p);
-    while (*p && !isspace((unsigned char)*p) && n < sizeof(suffix) - 1)
-        suffix[n++] = (char)tolower((unsigned char)*p++);
-    suffix[n] = '\0';
-    if (*cg__skip_space(p) != '\0')
+    if (!cg__number_suffix(s, &v, suffix, sizeof(suffix)))
         return false;
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
         if (strcmp(units[i].suffix, suffix) != 0)
@@ -117,18 +130,10 @@ bool cg_parse_duration(const char *s, uint64_t bare_unit_ns, uint64_t *ns_p)
                  {"s", 1e9},   {"m", 60e9},   {"h", 3600e9}};
     double v, mult = (double)bare_unit_ns;
     char suffix[4];
-    size_t n = 0;
-    const char *p = cg__parse_number(s, &v);
 
-    if (p == NULL)
+    if (!cg__number_suffix(s, &v, suffix, sizeof(suffix)))
         return false;
-    p = cg__skip_space(p);
-    while (*p && !isspace((unsigned char)*p) && n < sizeof(suffix) - 1)
-        suffix[n++] = (char)tolower((unsigned char)*p++);
-    suffix[n] = '\0';
-    if (*cg__skip_space(p) != '\0')
-        return false;
-    if (n > 0) {
+    if (suffix[0] != '\0') {
         size_t i;
         for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
             if (strcmp(units[i].suffix, suffix) == 0)
