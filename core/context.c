@@ -35,10 +35,7 @@ cg_status_t cg_ctx_pick_probe(const cg_config_t *cfg, cg_host_probe_t *hp,
     case CG_MEM_PROBE_CUDA:
         st = cg_cuda_probe_init(probe_p);
         if (st != CG_OK)
-            return cg_error_set(st, "CG_MEM_PROBE=cuda but no usable CUDA "
-                                    "device: %s (set CG_MEM_PROBE=host or "
-                                    "auto)",
-                                cg_last_error());
+            return cg_error_set(st, "CG_MEM_PROBE=cuda: %s", cg_last_error());
         return CG_OK;
     case CG_MEM_PROBE_AUTO:
         if (cg_cuda_probe_init(probe_p) == CG_OK)

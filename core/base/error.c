@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char cg__last_error[512];
 
@@ -37,10 +38,15 @@ const char *cg_last_error(void)
 
 cg_status_t cg_error_set(cg_status_t status, const char *fmt, ...)
 {
+    /* Formatted aside first: callers wrap the previous detail by passing
+     * cg_last_error() as an argument, which must not overlap the output. */
+    char buf[sizeof(cg__last_error)];
     va_list ap;
+
     va_start(ap, fmt);
-    vsnprintf(cg__last_error, sizeof(cg__last_error), fmt, ap);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
+    memcpy(cg__last_error, buf, sizeof(buf));
     return status;
 }
 

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "core/base/error.h"
 #include "core/base/parse.h"
 #include "core/config.h"
 
@@ -180,4 +181,17 @@ Test(config, unknown_names_get_suggestions)
     cr_assert_str_eq(cg_config_suggest("CG_MEM_RESERV"), "CG_MEM_RESERVE");
     cr_assert_str_eq(cg_config_suggest("CG_CHUNKSIZE"), "CG_CHUNK_SIZE");
     cr_assert_null(cg_config_suggest("CG_SOMETHING_ELSE_ENTIRELY"));
+}
+
+Test(error, wrapping_the_last_error_keeps_it_intact)
+{
+    cg_error_set(CG_ERR_IO, "inner cause %d", 42);
+    cr_assert_eq(cg_error_set(CG_ERR_CONFIG, "outer: %s", cg_last_error()),
+                 CG_ERR_CONFIG);
+    cr_assert_str_eq(cg_last_error(), "outer: inner cause 42");
+    cr_assert_str_eq(cg_status_name(CG_ERR_TIMEOUT), "CG_ERR_TIMEOUT");
+    cr_assert_str_eq(cg_status_string(CG_ERR_PEER_RESET),
+                     "connection closed or reset by peer");
+    cr_assert(CG_STATUS_IS_PEER_FAILURE(CG_ERR_HANDSHAKE));
+    cr_assert_not(CG_STATUS_IS_PEER_FAILURE(CG_ERR_CONFIG));
 }
