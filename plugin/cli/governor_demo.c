@@ -88,6 +88,9 @@ int main(int argc, char **argv)
     uint64_t free0, total, peak;
     int failures = 0;
 
+    /* Rows and the governor's log lines (stderr) in the order they happen,
+     * also when stdout is a pipe or a file. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 3 && strcmp(argv[1], "--steps") == 0)
         steps = atoi(argv[2]);
     if (steps < 10 || steps > 100000) {
