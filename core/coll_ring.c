@@ -22,8 +22,17 @@
 /* Receive slots; transfers of the op: slots' data and credits first. */
 #define CG__RING_SLOTS 2
 #define CG__RING_SENDS 16
-#define CG__RING_PIPE 4
-#define CG__RING_PIECE_MIN (128u << 10)
+/* Pieces of a step: a segment's eighth, kept within 64..128 KiB. Small
+ * pieces stay in cache between their arrival and their reduction and keep
+ * both ranks busy (measured on 2 ranks over UCX shm: 64 KiB..128 KiB
+ * pieces beat 512 KiB..2 MiB ones by 2-3x at 4-64 MiB). Over sockets each
+ * message costs a few microseconds of system calls: a segment's quarter,
+ * at least 128 KiB, measured better there. */
+#define CG__RING_PIPE 8
+#define CG__RING_PIECE_MIN (64u << 10)
+#define CG__RING_PIECE_MAX (128u << 10)
+#define CG__RING_SOCK_PIPE 4
+#define CG__RING_SOCK_PIECE_MIN (128u << 10)
 #define CG__X_RDATA 0
 #define CG__X_RCREDIT (CG__X_RDATA + CG__RING_SLOTS)
 #define CG__X_SCREDIT (CG__X_RCREDIT + CG__RING_SLOTS)
@@ -51,6 +60,7 @@ typedef struct cg__ring {
     uint64_t credit_in;    /* the credit being received from right */
     size_t floor;          /* smallest slot the governor may give */
     size_t ag_piece;       /* all-gather piece: from count and n only */
+    bool sock;             /* over sockets: larger pieces */
 } cg__ring_t;
 
 /* One reduce-scatter step: send src[0..slen) to the right in the pieces
@@ -82,6 +92,26 @@ static void cg__ring_seg(size_t count, int n, int s, size_t *off, size_t *cnt)
     size_t base = count / (size_t)n, rem = count % (size_t)n, us = (size_t)s;
     *off = us * base + (us < rem ? us : rem);
     *cnt = base + (us < rem ? 1 : 0);
+}
+
+/* Piece size for a segment of len bytes (whole elements): see
+ * CG__RING_PIPE. Depends only on len and the transport, the same on every
+ * rank. */
+static size_t cg__ring_piece(const cg__ring_t *ring, size_t len)
+{
+    size_t piece;
+
+    if (ring->sock) {
+        piece = len / CG__RING_SOCK_PIPE;
+        piece = piece < CG__RING_SOCK_PIECE_MIN ? CG__RING_SOCK_PIECE_MIN
+                                                : piece;
+    } else {
+        piece = len / CG__RING_PIPE;
+        piece = piece < CG__RING_PIECE_MIN ? CG__RING_PIECE_MIN : piece;
+        piece = piece > CG__RING_PIECE_MAX ? CG__RING_PIECE_MAX : piece;
+    }
+    piece -= piece % ring->el;
+    return piece < ring->el ? ring->el : piece;
 }
 
 static size_t cg__ring_chunk(const cg__ring_t *ring)
@@ -377,13 +407,9 @@ static cg_status_t cg__ring_reduce_scatter(cg__ring_t *ring,
             .local = send + roff * ring->el,
             .rlen = rcnt * ring->el,
         };
-        /* At least CG__RING_PIPE pieces, so a transfer overlaps the
-         * reduction of the piece before it, but none below
-         * CG__RING_PIECE_MIN: per-piece costs stay small. */
-        st.piece = st.rlen / CG__RING_PIPE;
-        st.piece = st.piece < CG__RING_PIECE_MIN ? CG__RING_PIECE_MIN
-                                                 : st.piece;
-        st.piece -= st.piece % ring->el;
+        /* Several pieces, so a transfer overlaps the reduction of the
+         * piece before it; the governor's chunk may cut them smaller. */
+        st.piece = cg__ring_piece(ring, st.rlen);
         if (s == n - 2) {
             size_t ioff, icnt;
             cg__ring_seg(count, n, r, &ioff, &icnt);
@@ -435,10 +461,9 @@ cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
     cg_status_t status = CG_OK;
     int nslots = 0;
 
-    ring.ag_piece = seg_max / CG__RING_PIPE;
-    ring.ag_piece = ring.ag_piece < CG__RING_PIECE_MIN ? CG__RING_PIECE_MIN
-                                                       : ring.ag_piece;
-    ring.ag_piece -= ring.ag_piece % ring.el;
+    ring.sock = strcmp(cg_transport_name(cg_comm_transport(op->comm)),
+                       "socket") == 0;
+    ring.ag_piece = cg__ring_piece(&ring, seg_max);
     /* No piece is larger than this (see cg__ring_reduce_scatter). */
     piece_max = ring.ag_piece < seg_max ? ring.ag_piece : seg_max;
     ring.floor = (size_t)cg_comm_chunk_min(op->comm);

@@ -6,17 +6,21 @@
 # buffers), size by size (interleaved, so both see the same machine load),
 # with memcpy GB/s of the same size from reduce_bench. Prints busbw
 # (GB/s) of both, out of place and in place, and their ratios.
+# -r R repeats each measurement R times (collguard and MPI alternating) and
+# prints the medians: on a shared or oversubscribed host single runs are
+# bimodal (the same binary gives 1.4 or 4.5 GB/s at 1 MiB from run to run).
 # usage: vs_mpi.sh [-B builddir] [-n ranks] [-t ucx|socket] [-b 1K] [-e 256M]
-#                  [-f 4] [-x allreduce|broadcast]
+#                  [-f 4] [-x allreduce|broadcast] [-r 1]
 set -u
 build=${CG_BUILD:-$(dirname "$0")/../../build} np=2 tp=ucx lo=1K hi=256M f=4
-coll=allreduce
-while getopts "B:n:t:b:e:f:x:" o; do
+coll=allreduce reps=1
+while getopts "B:n:t:b:e:f:x:r:" o; do
     case $o in
     B) build=$OPTARG ;; n) np=$OPTARG ;; t) tp=$OPTARG ;; b) lo=$OPTARG ;;
-    e) hi=$OPTARG ;; f) f=$OPTARG ;; x) coll=$OPTARG ;;
+    e) hi=$OPTARG ;; f) f=$OPTARG ;; x) coll=$OPTARG ;; r) reps=$OPTARG ;;
     *) echo "usage: $0 [-B builddir] [-n ranks] [-t ucx|socket] [-b min]" \
-            "[-e max] [-f factor] [-x allreduce|broadcast]" >&2; exit 1 ;;
+            "[-e max] [-f factor] [-x allreduce|broadcast] [-r repeats]" >&2
+       exit 1 ;;
     esac
 done
 perf=$build/tests/collective/cg_${coll}_perf
@@ -36,6 +40,15 @@ run() { # backend size iters warmup
     "${mpi[@]}" "$perf" -B "$1" -t "$tp" -b "$2" -e "$2" -n "$3" -w "$4" \
         -c 0 2>/dev/null | awk '!/^#/ && NF >= 13 { print $8, $12 }'
 }
+# medians of the two columns of the input lines ("oop ip")
+med() {
+    local in
+    in=$(cat)
+    paste <(echo "$in" | awk '{ print $1 }' | sort -g) \
+          <(echo "$in" | awk '{ print $2 }' | sort -g) |
+        awk '{ a[NR] = $1; b[NR] = $2 }
+             END { if (NR) print a[int((NR + 1) / 2)], b[int((NR + 1) / 2)] }'
+}
 memcpy_gbps() {
     "$bench" -b "$1" -e "$1" -d f32 -t 100 2>/dev/null |
         awk '!/^#/ && NF >= 3 && $1 ~ /^[0-9]/ { print $3 }'
@@ -49,8 +62,13 @@ s=$(bytes "$lo") e=$(bytes "$hi")
 while [ "$s" -le "$e" ]; do
     it=$(( (1 << 30) / s )); it=$(( it < 5 ? 5 : it > 200 ? 200 : it ))
     w=$(( it / 10 + 1 ))
-    read -r cg_o cg_i < <(run collguard "$s" "$it" "$w")
-    read -r mp_o mp_i < <(run mpi "$s" "$it" "$w")
+    cg_runs="" mp_runs=""
+    for ((k = 0; k < reps; k++)); do
+        cg_runs+=$(run collguard "$s" "$it" "$w")$'\n'
+        mp_runs+=$(run mpi "$s" "$it" "$w")$'\n'
+    done
+    read -r cg_o cg_i < <(printf "%s" "$cg_runs" | grep . | med)
+    read -r mp_o mp_i < <(printf "%s" "$mp_runs" | grep . | med)
     mc=$(memcpy_gbps "$s")
     awk -v s="$s" -v a="${cg_o:-0}" -v b="${mp_o:-0}" -v c="${cg_i:-0}" \
         -v d="${mp_i:-0}" -v m="${mc:-0}" 'BEGIN {
