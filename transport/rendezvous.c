@@ -49,23 +49,17 @@ static cg_status_t cg__rdv_admit(cg_rdv_t *rdv, const cg_hs_t *hs)
     return CG_OK;
 }
 
+static bool cg__rdv_not_connected(const cg_rdv_t *rdv, int r)
+{
+    return rdv->fds[r] < 0;
+}
+
 /* CG_ERR_TIMEOUT naming the ranks that never arrived. */
 static cg_status_t cg__rdv_missing(cg_rdv_t *rdv, int arrived)
 {
-    char list[256] = "";
-    size_t off = 0;
-    int listed = 0;
+    char list[256];
 
-    for (int r = 1; r < rdv->p.size; r++) {
-        if (rdv->fds[r] >= 0)
-            continue;
-        if (listed < 16 && off < sizeof(list))
-            off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%d",
-                                    listed ? ", " : "", r);
-        listed++;
-    }
-    if (listed > 16 && off < sizeof(list))
-        snprintf(list + off, sizeof(list) - off, " and %d more", listed - 16);
+    cg__rdv_format_ranks(rdv, cg__rdv_not_connected, list, sizeof(list));
     return cg_error_set(CG_ERR_TIMEOUT,
                         "rank(s) %s never arrived at the rendezvous %s "
                         "within %.1f s (%d of %d ranks there)", list,

@@ -69,23 +69,17 @@ static cg_status_t cg__rdv_follow(cg_rdv_t *rdv, cg_rdv_op_t op, int root,
                         cg__rdv_follower_deadline(rdv));
 }
 
+static bool cg__rdv_part_missing(const cg_rdv_t *rdv, int r)
+{
+    return !rdv->rx[r].done;
+}
+
 /* Rank 0: CG_ERR_TIMEOUT naming the ranks whose part is missing. */
 static cg_status_t cg__rdv_late(cg_rdv_t *rdv, cg_rdv_op_t op)
 {
-    char list[256] = "";
-    size_t off = 0;
-    int listed = 0;
+    char list[256];
 
-    for (int r = 1; r < rdv->p.size; r++) {
-        if (rdv->rx[r].done)
-            continue;
-        if (listed < 16 && off < sizeof(list))
-            off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%d",
-                                    listed ? ", " : "", r);
-        listed++;
-    }
-    if (listed > 16 && off < sizeof(list))
-        snprintf(list + off, sizeof(list) - off, " and %d more", listed - 16);
+    cg__rdv_format_ranks(rdv, cg__rdv_part_missing, list, sizeof(list));
     return cg_error_set(CG_ERR_TIMEOUT,
                         "%s (call %u) timed out after %.1f s waiting for "
                         "rank(s) %s", cg_rdv_op_name(op), rdv->seq,

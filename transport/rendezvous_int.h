@@ -97,4 +97,10 @@ void cg__rdv_abort_all(cg_rdv_t *rdv, cg_status_t status, const char *text);
  * rank is missing) arrives before a follower's own timeout. */
 uint64_t cg__rdv_follower_deadline(const cg_rdv_t *rdv);
 
+/* Formats the ranks 1..size-1 for which missing(rdv, r) holds as "2, 5, 7"
+ * (the first 16, then "and N more") into list, for timeout messages. */
+void cg__rdv_format_ranks(const cg_rdv_t *rdv,
+                          bool (*missing)(const cg_rdv_t *rdv, int r),
+                          char *list, size_t len);
+
 #endif

@@ -148,3 +148,23 @@ err_lost:
                         "%u): %s", rdv->p.rank, rdv->where,
                         cg_rdv_op_name(op), seq, why);
 }
+
+void cg__rdv_format_ranks(const cg_rdv_t *rdv,
+                          bool (*missing)(const cg_rdv_t *rdv, int r),
+                          char *list, size_t len)
+{
+    size_t off = 0;
+    int listed = 0;
+
+    list[0] = '\0';
+    for (int r = 1; r < rdv->p.size; r++) {
+        if (!missing(rdv, r))
+            continue;
+        if (listed < 16 && off < len)
+            off += (size_t)snprintf(list + off, len - off, "%s%d",
+                                    listed ? ", " : "", r);
+        listed++;
+    }
+    if (listed > 16 && off < len)
+        snprintf(list + off, len - off, " and %d more", listed - 16);
+}
