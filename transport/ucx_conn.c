@@ -80,17 +80,26 @@ cg_ucx_conn_t *cg__ucx_conn_new(cg_ucx_tp_t *tp, int fd, cg_hs_role_t role)
     return conn;
 }
 
+/* Closes the control socket (the liveness monitor) and drops it from the
+ * transport's poll set. Idempotent. */
+static void cg__ucx_close_ctrl(cg_ucx_tp_t *tp, cg_ucx_conn_t *conn)
+{
+    if (conn->fd < 0)
+        return;
+    if (conn->in_epoll)
+        cg__ucx_epoll_del(tp, conn->fd);
+    conn->in_epoll = 0;
+    cg_sock_close(conn->fd);
+    conn->fd = -1;
+}
+
 void cg__ucx_conn_free(cg_ucx_conn_t *conn)
 {
     cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
 
     if (conn->state == CG_UCX_CONN_HANDSHAKE)
         tp->nhs--;
-    if (conn->fd >= 0) {
-        if (conn->in_epoll)
-            cg__ucx_epoll_del(tp, conn->fd);
-        cg_sock_close(conn->fd);
-    }
+    cg__ucx_close_ctrl(tp, conn);
     cg_list_del(&conn->link);
     cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, conn,
                 conn->alloc_size);
@@ -202,13 +211,7 @@ void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
                            status);
     if (conn->ep != NULL)
         cg__ucx_ep_close(conn, 1);
-    if (conn->fd >= 0) {
-        if (conn->in_epoll)
-            cg__ucx_epoll_del(tp, conn->fd);
-        conn->in_epoll = 0;
-        cg_sock_close(conn->fd);
-        conn->fd = -1;
-    }
+    cg__ucx_close_ctrl(tp, conn);
 }
 
 /* Before failing a conn whose peer went away, deliver what already
@@ -373,13 +376,7 @@ void cg__ucx_conn_close(cg_tp_conn_t *super)
     cg_warn(tp->log, "ucx: endpoint to rank %d did not close within %.1f s; "
             "finishing in the background", conn->super.peer_rank,
             CG_UCX_CLOSE_NS / 1e9);
-    if (conn->fd >= 0) {
-        if (conn->in_epoll)
-            cg__ucx_epoll_del(tp, conn->fd);
-        conn->in_epoll = 0;
-        cg_sock_close(conn->fd);
-        conn->fd = -1;
-    }
+    cg__ucx_close_ctrl(tp, conn);
     if (conn->state == CG_UCX_CONN_HANDSHAKE)
         tp->nhs--;
     conn->state = CG_UCX_CONN_FAILED;
