@@ -173,6 +173,7 @@ static cg_status_t cg__bs_connect(cg_bootstrap_t *bs)
     rp.timeout_ns = bs->p.timeout_ns;
     rp.log = bs->p.log;
     rp.mem = bs->p.mem;
+    rp.listen_fd = env->listen_fd;
     cg_status_t status = cg_rdv_create(&rp, &bs->rdv);
     if (status != CG_OK)
         return status;

@@ -62,6 +62,10 @@ typedef struct cg_bootstrap_env {
     /* From CG_RUN_SECRET: the job id on the wire and the cookie. */
     bool have_secret;
     uint64_t secret_hash;
+    /* Rank 0 of collguard-run: the rendezvous socket the launcher bound
+     * and listens on (CG_RUN_RENDEZVOUS_FD), so no other process can take
+     * the port between the launcher's choice and rank 0's bind; -1 none. */
+    int listen_fd;
 } cg_bootstrap_env_t;
 
 typedef struct cg_bootstrap_params {

@@ -58,6 +58,7 @@ static const cg__bs_vars_t cg__bs_launcher = {
 
 #define CG__BS_RENDEZVOUS "CG_RUN_RENDEZVOUS"
 #define CG__BS_SECRET "CG_RUN_SECRET"
+#define CG__BS_LISTEN_FD "CG_RUN_RENDEZVOUS_FD"
 
 typedef struct cg__bs_getenv {
     cg_bootstrap_getenv_fn fn;
@@ -255,6 +256,12 @@ static cg_status_t cg__bs_read(const cg__bs_getenv_t *g,
     secret = cg__bs_get(g, CG__BS_SECRET);
     env->have_secret = (secret != NULL);
     env->secret_hash = (secret != NULL) ? cg__bs_hash(secret) : 0;
+    if (env->rank == 0 && cg__bs_get(g, CG__BS_LISTEN_FD) != NULL) {
+        status = cg__bs_int(g, CG__BS_LISTEN_FD, CG__BS_LISTEN_FD, 3, 1 << 20,
+                            &env->listen_fd);
+        if (status != CG_OK)
+            return status;
+    }
     return need_addr ? cg__bs_addr(g, v, env) : CG_OK;
 }
 
@@ -269,6 +276,7 @@ cg_status_t cg_bootstrap_detect(cg_bootstrap_getenv_fn getenv_fn, void *arg,
     cg_status_t status;
 
     memset(&env, 0, sizeof(env));
+    env.listen_fd = -1;
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
         const cg__bs_vars_t *v = order[i];
 

@@ -8,6 +8,7 @@
 #include "transport/rendezvous_int.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -176,6 +177,30 @@ static void cg__rdv_bind_addr(cg_sockaddr_t *addr)
     cg_sockaddr_set_port(addr, port);
 }
 
+/* The inherited socket when it really listens on the rendezvous port. */
+static bool cg__rdv_inherited(const cg_rdv_t *rdv)
+{
+    int fd = rdv->p.listen_fd, on = 0;
+    socklen_t len = sizeof(on);
+    cg_sockaddr_t a;
+
+    if (fd < 0)
+        return false;
+    a.len = sizeof(a.u);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) != 0 || !on ||
+        getsockname(fd, &a.u.sa, &a.len) != 0 ||
+        cg_sockaddr_port(&a) != rdv->p.port) {
+        cg_warn(rdv->p.log, "rendezvous: fd %d from CG_RUN_RENDEZVOUS_FD is "
+                "not a socket listening on port %d; binding the port anew",
+                fd, rdv->p.port);
+        return false;
+    }
+    /* Not for our own children; and accept must never block. */
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return true;
+}
+
 static cg_status_t cg__rdv_serve(cg_rdv_t *rdv, uint64_t deadline)
 {
     cg__rdv_frame_t start = {CG_RDV_OP_START, 0, 0, 8};
@@ -184,11 +209,13 @@ static cg_status_t cg__rdv_serve(cg_rdv_t *rdv, uint64_t deadline)
     uint8_t cookie[8];
     cg_sockaddr_t addr;
     cg_hs_t *slots;
-    cg_status_t status;
-    int lfd;
+    cg_status_t status = CG_OK;
+    bool own = !cg__rdv_inherited(rdv);
+    int lfd = rdv->p.listen_fd;
 
-    status = cg_sock_resolve(rdv->host, rdv->p.port, &addr);
-    if (status == CG_OK) {
+    if (own)
+        status = cg_sock_resolve(rdv->host, rdv->p.port, &addr);
+    if (own && status == CG_OK) {
         cg__rdv_bind_addr(&addr);
         status = cg_sock_listen(&addr, 1024, &lfd, NULL);
     }
@@ -212,7 +239,8 @@ static cg_status_t cg__rdv_serve(cg_rdv_t *rdv, uint64_t deadline)
             cg_sock_close(slots[i].fd);
     }
     cg_mem_free(&rdv->p.mem, CG_MEM_CAT_CONTROL, slots, slots_size);
-    cg_sock_close(lfd);
+    if (own)
+        cg_sock_close(lfd);
     if (status != CG_OK)
         goto err_abort;
     cg__rdv_put64(cookie, rdv->cookie);
@@ -232,7 +260,8 @@ err_abort:
     cg__rdv_abort_all(rdv, status, why);
     return cg_error_set(status, "%s", why);
 err_close:
-    cg_sock_close(lfd);
+    if (own)
+        cg_sock_close(lfd);
     return status;
 }
 

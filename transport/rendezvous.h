@@ -42,6 +42,9 @@ typedef struct cg_rdv_params {
     uint64_t timeout_ns;
     const cg_log_t *log;
     cg_mem_ops_t mem;
+    /* Rank 0: a socket already listening on the port (inherited from
+     * collguard-run; used and kept open, never closed here), or -1. */
+    int listen_fd;
 } cg_rdv_params_t;
 
 typedef struct cg_rdv cg_rdv_t;

@@ -153,22 +153,28 @@ static int cg_run_parse(int argc, char **argv, cg_run_job_t *job)
     return 0;
 }
 
-/* A port free on 127.0.0.1 now (rank 0 binds it with SO_REUSEADDR). */
-static int cg_run_free_port(void)
+/* The rendezvous socket: bound to a free port on 127.0.0.1 and listening
+ * before any rank starts; rank 0 inherits it (CG_RUN_RENDEZVOUS_FD), so
+ * the port cannot be taken by another process in between. *port_p set. */
+static int cg_run_listen(int *port_p)
 {
     struct sockaddr_in a = {.sin_family = AF_INET};
     socklen_t len = sizeof(a);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int port = -1;
 
     if (fd < 0)
         return -1;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        listen(fd, 1024) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    *port_p = ntohs(a.sin_port);
+    return fd;
 }
 
 static void cg_run_setenv_int(const char *name, int v)
@@ -180,8 +186,8 @@ static void cg_run_setenv_int(const char *name, int v)
 
 /* In the child: environment, pipes, own process group, then exec. */
 static void cg_run_child(const cg_run_job_t *job, int r, int out_fd,
-                         int err_fd, const char *rdv, const char *secret,
-                         const sigset_t *old_mask)
+                         int err_fd, int lfd, const char *rdv,
+                         const char *secret, const sigset_t *old_mask)
 {
     int devnull = open("/dev/null", O_RDONLY);
 
@@ -200,6 +206,9 @@ static void cg_run_child(const cg_run_job_t *job, int r, int out_fd,
     cg_run_setenv_int("CG_RUN_CROSS_SIZE", 1);
     setenv("CG_RUN_RENDEZVOUS", rdv, 1);
     setenv("CG_RUN_SECRET", secret, 1);
+    unsetenv("CG_RUN_RENDEZVOUS_FD");
+    if (r == 0 && fcntl(lfd, F_SETFD, 0) == 0)
+        cg_run_setenv_int("CG_RUN_RENDEZVOUS_FD", lfd);
     signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, old_mask, NULL);
     execvp(job->argv[0], job->argv);
@@ -212,10 +221,11 @@ static int cg_run_spawn(cg_run_job_t *job, const sigset_t *old_mask)
 {
     char rdv[64], secret[17];
     uint64_t s = 0;
-    int port = cg_run_free_port();
+    int port = 0, rc = 0;
+    int lfd = cg_run_listen(&port);
 
-    if (port < 0) {
-        cg_run_msg("cannot find a free port on 127.0.0.1: %s",
+    if (lfd < 0) {
+        cg_run_msg("cannot listen on a free port of 127.0.0.1: %s",
                    strerror(errno));
         return 1;
     }
@@ -229,16 +239,19 @@ static int cg_run_spawn(cg_run_job_t *job, const sigset_t *old_mask)
 
         if (pipe2(p[0], O_CLOEXEC) < 0 || pipe2(p[1], O_CLOEXEC) < 0) {
             cg_run_msg("pipe for rank %d failed: %s", r, strerror(errno));
-            return 1;
+            rc = 1;
+            break;
         }
         rk->pid = fork();
         if (rk->pid < 0) {
             cg_run_msg("fork of rank %d failed: %s", r, strerror(errno));
             rk->pid = 0;
-            return 1;
+            rc = 1;
+            break;
         }
         if (rk->pid == 0)
-            cg_run_child(job, r, p[0][1], p[1][1], rdv, secret, old_mask);
+            cg_run_child(job, r, p[0][1], p[1][1], lfd, rdv, secret,
+                         old_mask);
         setpgid(rk->pid, rk->pid);
         job->alive++;
         for (int k = 0; k < 2; k++) {
@@ -248,7 +261,8 @@ static int cg_run_spawn(cg_run_job_t *job, const sigset_t *old_mask)
             rk->io[k].out = k + 1;
         }
     }
-    return 0;
+    close(lfd); /* rank 0 holds it now */
+    return rc;
 }
 
 static void cg_run_write(int fd, const char *p, size_t len)
