@@ -2,8 +2,9 @@
 /*
  * UCX backend connections: a TCP control socket per connection carries the
  * handshake (job cookie, rank, conn id and worker address both ways), then
- * stays open as the liveness signal (EOF or reset = the peer is gone).
- * Connect, endpoint creation with peer-failure handling, the per-conn sweep
+ * stays open as the liveness signal (EOF or reset = the peer is gone); on
+ * endpoints without UCX error handling (peers on this host, ucx_mode.c) it
+ * is the only one. Connect, endpoint creation, the per-conn sweep
  * (liveness, timeout), failure and close; listeners are in ucx_listen.c.
  * Layer: transport; calls UCX, transport/sock, transport/handshake and
  * core/base only.
@@ -43,7 +44,7 @@ static cg_ucx_tp_t *cg__ucx_conn_tp(const cg_ucx_conn_t *conn)
 
 cg_ucx_conn_t *cg__ucx_conn_new(cg_ucx_tp_t *tp, int fd, cg_hs_role_t role)
 {
-    size_t payload_len = CG_UCX_ID_SIZE + tp->addr_len;
+    size_t payload_len = CG_UCX_PREFIX_SIZE + tp->addr_len;
     size_t size = sizeof(cg_ucx_conn_t) + payload_len;
     cg_hs_hdr_t local = {0};
     cg_ucx_conn_t *conn;
@@ -65,7 +66,8 @@ cg_ucx_conn_t *cg__ucx_conn_new(cg_ucx_tp_t *tp, int fd, cg_hs_role_t role)
     cg_list_init(&conn->link);
     cg_list_init(&conn->reqs);
     cg__ucx_put32(conn->payload, conn->id);
-    memcpy(conn->payload + CG_UCX_ID_SIZE, tp->addr, tp->addr_len);
+    cg__ucx_mode_pack(tp, conn->payload + 4);
+    memcpy(conn->payload + CG_UCX_PREFIX_SIZE, tp->addr, tp->addr_len);
 
     local.kind = CG_HS_KIND_UCX_CTRL;
     local.cookie = tp->super.params.cookie;
@@ -116,28 +118,84 @@ static void cg__ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
     cg__ucx_conn_tp(conn)->sweep_now = 1;
 }
 
+static ucs_status_t cg__ucx_ep_create(cg_ucx_conn_t *conn, int none)
+{
+    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    ucp_ep_params_t ep = {0};
+
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = (const ucp_address_t *)(conn->hs.peer_payload +
+                                         CG_UCX_PREFIX_SIZE);
+    ep.err_mode = none ? UCP_ERR_HANDLING_MODE_NONE
+                       : UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = cg__ucx_ep_error;
+    ep.err_handler.arg = conn;
+    conn->err_none = none;
+    return ucp_ep_create(tp->worker, &ep, &conn->ep);
+}
+
+/* Drops an endpoint that never carried traffic, waiting a bounded time. */
+static void cg__ucx_ep_discard(cg_ucx_conn_t *conn)
+{
+    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    ucp_request_param_t p = {0};
+    uint64_t deadline = cg_now_ns() + CG_UCX_CLOSE_NS;
+    void *r;
+
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    r = ucp_ep_close_nbx(conn->ep, &p);
+    conn->ep = NULL;
+    if (!UCS_PTR_IS_PTR(r))
+        return;
+    while (ucp_request_check_status(r) == UCS_INPROGRESS &&
+           cg_now_ns() < deadline)
+        ucp_worker_progress(tp->worker);
+    ucp_request_free(r); /* released by UCX when it ends */
+}
+
+/* A peer on this host, both offering shared memory: an endpoint without
+ * UCX error handling, kept when its lanes are all shared memory (UCX then
+ * uses its zero-copy CMA rendezvous); otherwise, and for every other peer,
+ * one with peer error handling (see ucx_mode.c). */
+static ucs_status_t cg__ucx_conn_make_ep(cg_ucx_conn_t *conn)
+{
+    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    char tl[32];
+    ucs_status_t us;
+
+    if (!cg__ucx_mode_want_none(tp, conn->hs.peer_payload + 4))
+        return cg__ucx_ep_create(conn, 0);
+    us = cg__ucx_ep_create(conn, 1);
+    if (us != UCS_OK ||
+        cg__ucx_ep_shm_only(tp, conn->ep, tl, sizeof(tl), &conn->rndv_min))
+        return us;
+    cg_warn(tp->log, "ucx: endpoint to rank %d on this host uses transport "
+            "%s, not only shared memory; recreating it with peer error "
+            "handling (no zero-copy rendezvous)", (int)conn->hs.peer.rank,
+            tl);
+    cg__ucx_ep_discard(conn);
+    return cg__ucx_ep_create(conn, 0);
+}
+
 /* The handshake is done: take the peer's id and address, make the ep. */
 cg_status_t cg__ucx_conn_establish(cg_ucx_conn_t *conn)
 {
     cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
     const cg_hs_hdr_t *peer = &conn->hs.peer;
-    ucp_ep_params_t ep = {0};
     ucs_status_t us;
 
-    if (peer->payload_len <= CG_UCX_ID_SIZE)
+    if (peer->payload_len <= CG_UCX_PREFIX_SIZE ||
+        !cg__ucx_mode_valid(conn->hs.peer_payload + 4))
         return cg_error_set(CG_ERR_HANDSHAKE, "ucx: handshake payload of %u "
-                            "bytes holds no worker address (is the peer a "
-                            "UCX transport?)", peer->payload_len);
+                            "bytes from rank %d is not this version's "
+                            "layout (conn id, flags, host key, worker "
+                            "address); do all ranks run the same collguard?",
+                            peer->payload_len, (int)peer->rank);
     conn->peer_id = cg__ucx_get32(conn->hs.peer_payload);
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep.address = (const ucp_address_t *)(conn->hs.peer_payload +
-                                         CG_UCX_ID_SIZE);
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = cg__ucx_ep_error;
-    ep.err_handler.arg = conn;
-    us = ucp_ep_create(tp->worker, &ep, &conn->ep);
+    us = cg__ucx_conn_make_ep(conn);
     if (us != UCS_OK)
         return cg_error_set(CG_ERR_UNREACHABLE, "ucx: ucp_ep_create to rank "
                             "%d failed: %s", peer->rank,
@@ -191,6 +249,7 @@ void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
                        const char *why)
 {
     cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    int live_sends = 0;
 
     if (conn->state == CG_UCX_CONN_FAILED)
         return;
@@ -206,11 +265,20 @@ void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
     else
         cg_warn(tp->log, "ucx: connection %u to rank %d failed: %s",
                 conn->id, conn->super.peer_rank, conn->why);
-    while (!cg_list_empty(&conn->reqs))
-        cg__ucx_req_finish(cg_list_entry(conn->reqs.next, cg_ucx_req_t, link),
-                           status);
+    cg__ucx_mode_abandon(conn);
+    while (!cg_list_empty(&conn->reqs)) {
+        cg_ucx_req_t *req = cg_list_entry(conn->reqs.next, cg_ucx_req_t, link);
+        if (!(req->flags & CG_UCX_REQ_RECV) && req->ucp != NULL)
+            live_sends = 1;
+        cg__ucx_req_finish(req, status);
+    }
+    /* A force close drops what UCX still queues for the peer; without UCX
+     * error handling, forcing it while a finished rendezvous still has its
+     * reply queued trips an assertion of UCX 1.13 when the worker is
+     * destroyed, so such endpoints close gracefully unless sends are in
+     * flight (their close is bounded by the sweep and destroy). */
     if (conn->ep != NULL)
-        cg__ucx_ep_close(conn, 1);
+        cg__ucx_ep_close(conn, live_sends || !conn->err_none);
     cg__ucx_close_ctrl(tp, conn);
 }
 
@@ -257,8 +325,8 @@ void cg__ucx_conn_sweep(cg_ucx_conn_t *conn, uint64_t now)
         return;
     }
     if (n > 0) {
-        cg__ucx_conn_fail(conn, CG_ERR_PEER_RESET, "unexpected data on the "
-                          "control socket (protocol violation)");
+        cg__ucx_conn_fail(conn, CG_ERR_PEER_RESET, "the peer gave up its "
+                          "sends (it failed or closed the connection)");
         return;
     }
     if (conn->last_activity_ns == 0) {
@@ -293,8 +361,10 @@ void cg__ucx_conn_hs_progress(cg_ucx_conn_t *conn)
     }
     cg__ucx_epoll_add(tp, conn->fd);
     conn->in_epoll = 1;
-    cg_debug(tp->log, "ucx: connection %u to rank %d ready (peer conn %u)",
-             conn->id, conn->super.peer_rank, conn->peer_id);
+    cg_debug(tp->log, "ucx: connection %u to rank %d ready (peer conn %u, "
+             "%s)", conn->id, conn->super.peer_rank, conn->peer_id,
+             conn->err_none ? "shared memory, control socket watches the "
+             "peer" : "ucx peer error handling");
     cg__ucx_req_post_queued(conn);
 }
 
@@ -355,6 +425,7 @@ void cg__ucx_conn_close(cg_tp_conn_t *super)
     int live_sends = 0;
     uint64_t deadline;
 
+    cg__ucx_mode_abandon(conn);
     while (!cg_list_empty(&conn->reqs)) {
         cg_ucx_req_t *req = cg_list_entry(conn->reqs.next, cg_ucx_req_t, link);
         if (!(req->flags & CG_UCX_REQ_RECV) && req->ucp != NULL)

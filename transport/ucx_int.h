@@ -2,8 +2,8 @@
 /*
  * Internals of the UCX backend, shared by ucx.c (context, worker, progress,
  * wait), ucx_conn.c (control socket, handshake, endpoints, liveness),
- * ucx_listen.c (listeners, accept side) and ucx_req.c (tag send/receive
- * and request lifetime). Layer: transport;
+ * ucx_listen.c (listeners, accept side), ucx_mode.c (endpoint error mode)
+ * and ucx_req.c (tag send/receive and request lifetime). Layer: transport;
  * calls UCX, transport/sock, transport/handshake and core/base only.
  */
 #ifndef CG_TRANSPORT_UCX_INT_H
@@ -21,9 +21,15 @@
 
 /* Handle layout: magic, then the packed control-socket address. */
 #define CG_UCX_HANDLE_MAGIC 0x31585543u /* "CUX1" */
-/* Handshake payload: our conn id (u32 little-endian), then the worker
- * address. */
-#define CG_UCX_ID_SIZE 4
+/* Handshake payload: our conn id (u32 little-endian), flags (u32, below),
+ * a host key (ucx_mode.c), then the worker address. */
+#define CG_UCX_HOST_KEY_SIZE 16
+#define CG_UCX_PREFIX_SIZE (4 + 4 + CG_UCX_HOST_KEY_SIZE)
+/* The flags word: a marker in the upper 24 bits (a peer of an older
+ * layout fails the handshake instead of being misread), flags below.
+ * CG_UCX_HS_SHM: this side's UCX context offers sysv or posix. */
+#define CG_UCX_HS_MARK 0x58554300u /* "\0CUX" */
+#define CG_UCX_HS_SHM 1u
 /* Handshakes a listener runs at once; more wait in the kernel backlog. */
 #define CG_UCX_PENDING_MAX 64
 /* How often progress looks at control sockets, timeouts and listeners. */
@@ -44,6 +50,8 @@ typedef struct cg_ucx_tp {
     ucp_worker_h worker;
     ucp_address_t *addr;
     size_t addr_len;
+    int shm;                  /* the context offers sysv or posix */
+    uint8_t host_key[CG_UCX_HOST_KEY_SIZE];
     int efd;                  /* worker wakeup fd */
     int epfd;                 /* efd, live conns' control sockets, listeners */
     uint32_t next_conn_id;
@@ -80,6 +88,8 @@ typedef struct cg_ucx_conn {
     uint32_t id;              /* ours: high tag bits of what we receive */
     uint32_t peer_id;         /* the peer's: high tag bits of what we send */
     ucp_ep_h ep;
+    int err_none;             /* ep without UCX error handling (shm only) */
+    size_t rndv_min;          /* smallest rendezvous message (err_none) */
     void *close_req;          /* endpoint close in flight */
     uint64_t last_activity_ns;  /* 0: just now, the sweep stamps it */
     uint64_t pending_bytes;   /* sizes of the requests in reqs */
@@ -87,7 +97,7 @@ typedef struct cg_ucx_conn {
     cg_ucx_listener_t *listener; /* accept side, until handed out */
     size_t alloc_size;
     cg_hs_t hs;
-    uint8_t payload[];        /* our conn id + worker address */
+    uint8_t payload[];        /* see CG_UCX_PREFIX_SIZE */
 } cg_ucx_conn_t;
 
 struct cg_ucx_listener {
@@ -158,6 +168,29 @@ void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
                        const char *why);
 /* A closed conn whose endpoint close finished is freed; returns 1 then. */
 int cg__ucx_conn_reap(cg_ucx_conn_t *conn);
+
+/* ucx_mode.c */
+/* Reads the host key and whether the context offers shared memory. */
+void cg__ucx_mode_init(cg_ucx_tp_t *tp);
+/* Writes flags and host key (CG_UCX_PREFIX_SIZE - 4 bytes); their size. */
+size_t cg__ucx_mode_pack(const cg_ucx_tp_t *tp, uint8_t *p);
+/* 1 when the peer's packed flags word carries the marker. */
+int cg__ucx_mode_valid(const uint8_t *peer);
+/* 1 when the peer (its packed flags and key) shares this host and both
+ * offer shared memory: try an endpoint without UCX error handling. */
+int cg__ucx_mode_want_none(const cg_ucx_tp_t *tp, const uint8_t *peer);
+/* 1 when every lane of ep is a shared-memory transport; else 0 with the
+ * first other transport's name in tl. Also the smallest message ep sends
+ * by rendezvous. */
+int cg__ucx_ep_shm_only(cg_ucx_tp_t *tp, ucp_ep_h ep, char *tl, size_t len,
+                        size_t *rndv_min_p);
+/* Before a conn without UCX error handling fails or closes with sends in
+ * flight: tells the peer on the control socket that their buffers are
+ * disowned. */
+void cg__ucx_mode_abandon(cg_ucx_conn_t *conn);
+/* After a receive of length completed on conn: 1 when the peer disowned
+ * its sends (the data may come from a reused buffer). */
+int cg__ucx_mode_abandoned(const cg_ucx_conn_t *conn, size_t length);
 
 /* ucx_listen.c */
 cg_status_t cg__ucx_listen(cg_transport_t *tp, cg_tp_handle_t *handle_p,

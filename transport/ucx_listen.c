@@ -122,7 +122,9 @@ cg_status_t cg__ucx_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p)
     cg__ucx_epoll_add(tp, conn->fd);
     conn->in_epoll = 1;
     cg_debug(tp->log, "ucx: accepted connection %u from rank %d (peer conn "
-             "%u)", conn->id, conn->super.peer_rank, conn->peer_id);
+             "%u, %s)", conn->id, conn->super.peer_rank, conn->peer_id,
+             conn->err_none ? "shared memory, control socket watches the "
+             "peer" : "ucx peer error handling");
     *conn_p = &conn->super;
     return CG_OK;
 }

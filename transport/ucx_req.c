@@ -105,6 +105,26 @@ void cg__ucx_req_finish(cg_ucx_req_t *req, cg_status_t status)
     ucp_request_cancel(req->tp->worker, ucp);
 }
 
+/* The status of a transfer UCX ended with us. A transfer fails (other
+ * than by truncation or lack of memory) only when its connection broke:
+ * without peer error handling UCX reports a dead peer as whatever the
+ * transfer hit (an I/O error when a CMA read finds the process gone), so
+ * the request gets a peer-failure status and the conn is failed by the
+ * next sweep (never from inside a UCX callback). */
+static cg_status_t cg__ucx_req_status(cg_ucx_conn_t *conn, ucs_status_t us)
+{
+    cg_status_t st = cg__ucx_status(us);
+
+    if (us == UCS_OK || us == UCS_ERR_MESSAGE_TRUNCATED ||
+        us == UCS_ERR_NO_MEMORY)
+        return st;
+    if (conn != NULL && conn->ep_error == UCS_OK) {
+        conn->ep_error = us;
+        ((cg_ucx_tp_t *)conn->super.tp)->sweep_now = 1;
+    }
+    return CG_STATUS_IS_PEER_FAILURE(st) ? st : CG_ERR_PEER_RESET;
+}
+
 /* Completion from UCX, for a request pending or already failed. */
 static void cg__ucx_req_done(cg_ucx_req_t *req, ucs_status_t us,
                              size_t length)
@@ -119,8 +139,16 @@ static void cg__ucx_req_done(cg_ucx_req_t *req, ucs_status_t us,
         return;
     }
     cg__ucx_req_unpend(req);
-    req->status = cg__ucx_status(us);
+    req->status = cg__ucx_req_status(conn, us);
     req->length = (us == UCS_OK) ? length : 0;
+    /* Read from the memory of a sender that has disowned it since? Then
+     * the data may be anything; the sweep fails the conn on the notice. */
+    if (us == UCS_OK && (req->flags & CG_UCX_REQ_RECV) && conn != NULL &&
+        cg__ucx_mode_abandoned(conn, length)) {
+        req->status = CG_ERR_PEER_RESET;
+        req->length = 0;
+        req->tp->sweep_now = 1;
+    }
     if (conn != NULL)
         conn->last_activity_ns = 0; /* the next sweep stamps it */
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_p2p_perf: point-to-point bandwidth (a stream of sends with a window
- * of them outstanding, then a 1-byte ack) and ping-pong latency (half the round trip)
- * over a collguard transport (-t socket|ucx), between two processes: this
- * one listens and fork()s the peer, which connects over loopback.
+ * of them outstanding, then a 1-byte ack) and ping-pong latency (half the
+ * round trip) over a collguard transport (-t socket|ucx), between two
+ * processes: this one listens and fork()s the peer, which connects over
+ * loopback. Sends and receives use separate buffers, as ucx_perftest.
  * Prints one row per size: bytes, GB/s (1e9 bytes/s), MiB/s, one-way usec.
  */
 #include <getopt.h>
@@ -125,8 +126,8 @@ static double run_bw(cg_tp_conn_t *c, int rank, void *buf, size_t size,
     return rank == 0 ? (double)(cg_now_ns() - t0) / 1e9 : 0;
 }
 
-static double run_lat(cg_tp_conn_t *c, int rank, void *buf, size_t size,
-                      int iters)
+static double run_lat(cg_tp_conn_t *c, int rank, void *sbuf, void *rbuf,
+                      size_t size, int iters)
 {
     int warm = iters / 10 + 1;
     uint64_t t0 = 0;
@@ -134,15 +135,26 @@ static double run_lat(cg_tp_conn_t *c, int rank, void *buf, size_t size,
     for (int it = 0; it < warm + iters; it++) {
         if (it == warm)
             t0 = cg_now_ns();
-        xfer(c, rank == 0, buf, size, TAG_PING);
-        xfer(c, rank == 1, buf, size, TAG_PING);
+        xfer(c, rank == 0, rank == 0 ? sbuf : rbuf, size, TAG_PING);
+        xfer(c, rank == 1, rank == 1 ? sbuf : rbuf, size, TAG_PING);
     }
     return (double)(cg_now_ns() - t0) / 1e9;
 }
 
 static void run(const perf_opts_t *o, cg_tp_conn_t *c, int rank)
 {
-    void *buf = calloc(1, o->max_size ? o->max_size : 1);
+    /* Separate send and receive buffers, touched before use, as
+     * ucx_perftest has: sending from the buffer a receive just wrote would
+     * time cache-line transfers between the cores, not the transport. */
+    size_t cap = o->max_size ? o->max_size : 1;
+    char *sbuf = malloc(cap), *rbuf = malloc(cap);
+
+    if (sbuf == NULL || rbuf == NULL) {
+        fprintf(stderr, "cg_p2p_perf: cannot allocate 2 x %zu bytes\n", cap);
+        exit(2);
+    }
+    memset(sbuf, 1, cap);
+    memset(rbuf, 0, cap);
 
     if (rank == 0)
         printf("%12s %10s %10s %10s\n", "bytes", "bw_GBps", "bw_MiBps",
@@ -154,11 +166,11 @@ static void run(const perf_opts_t *o, cg_tp_conn_t *c, int rank)
         if (s * (uint64_t)lat_n > (uint64_t)o->budget_bytes)
             lat_n = (int)(o->budget_bytes / (double)s) + 3;
         if (!o->lat_only) {
-            t = run_bw(c, rank, buf, s, window, bw_n);
+            t = run_bw(c, rank, rank == 0 ? sbuf : rbuf, s, window, bw_n);
             bw = t > 0 ? (double)s * bw_n / t : 0;
         }
         if (!o->bw_only) {
-            t = run_lat(c, rank, buf, s, lat_n);
+            t = run_lat(c, rank, sbuf, rbuf, s, lat_n);
             lat = t / lat_n / 2 * 1e6;
         }
         if (rank == 0) {
@@ -169,7 +181,8 @@ static void run(const perf_opts_t *o, cg_tp_conn_t *c, int rank)
         if (s == 0)
             break;
     }
-    free(buf);
+    free(sbuf);
+    free(rbuf);
 }
 
 static void usage(void)
