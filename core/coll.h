@@ -24,7 +24,9 @@
  * i < count (average: the sum divided by the rank count, by
  * cg_reduce_post's rules). sendbuf == recvbuf is in place; otherwise the
  * two must not overlap and sendbuf is left untouched. count 0: no-op.
- * Buffer memory beyond the caller's: at most two chunks (CG_MEM_CAT_RING). */
+ * Buffer memory beyond the caller's (CG_MEM_CAT_RING): at most two chunks,
+ * plus 64 KiB for recursive doubling with more than two ranks, kept by
+ * the communicator for its next collectives (cg_comm_scratch). */
 cg_status_t cg_allreduce(cg_comm_t *comm, const void *sendbuf, void *recvbuf,
                          size_t count, cg_dtype_t dt, cg_redop_t op,
                          double prescale, double postscale);

@@ -5,8 +5,9 @@
  * with the standard fold-in of the ranks beyond the largest power of two.
  * Recursive doubling works on pieces of CG_COLL_SMALL_BYTES (a constant,
  * so the same on every rank) and always reduces the lower rank's data
- * first, so partners end with the same bits. Layer: core; calls
- * coll_xfer, coll_ring, reduce, governor.
+ * first, so partners end with the same bits; its partner buffer is the
+ * communicator's scratch. Layer: core; calls coll_xfer, coll_ring,
+ * reduce, comm.
  */
 #include <math.h>
 #include <string.h>
@@ -26,6 +27,8 @@ const char *cg_allreduce_algo(const cg_comm_t *comm, size_t bytes)
     case CG_COLL_ALGO_AUTO:
         break;
     }
+    if (cg_comm_size(comm) == 2)
+        return bytes <= CG_COLL_PAIR_BYTES ? "rd" : "ring";
     return bytes <= CG_COLL_SMALL_BYTES ? "rd" : "ring";
 }
 
@@ -35,25 +38,36 @@ static int cg__rd_real(int nr, int rem)
     return nr < rem ? nr * 2 + 1 : nr + rem;
 }
 
-/* mine = lower op higher, where the partner's data is in tmp. */
-static void cg__rd_combine(void *mine, void *tmp, size_t len, size_t el,
-                           cg_dtype_t dt, cg_redop_t op, bool peer_lower)
+/* Recursive doubling on one piece: *cur holds this rank's partial result
+ * (first the caller's send buffer, then piece itself); each exchange
+ * leaves lower op higher in piece, so partners end with the same bits.
+ * Out of place, the first step reduces straight from the send buffer
+ * into piece (no copy first). */
+static void cg__rd_combine(uint8_t *piece, const uint8_t **cur, void *tmp,
+                           size_t len, size_t el, cg_dtype_t dt,
+                           cg_redop_t op, bool peer_lower)
 {
-    if (peer_lower) {
-        cg_reduce(tmp, mine, len / el, dt, op);
-        memcpy(mine, tmp, len);
+    if (*cur != piece)
+        cg_reduce3(piece, peer_lower ? tmp : *cur, peer_lower ? *cur : tmp,
+                   len / el, dt, op);
+    else if (peer_lower) {
+        cg_reduce(tmp, piece, len / el, dt, op);
+        memcpy(piece, tmp, len);
     } else {
-        cg_reduce(mine, tmp, len / el, dt, op);
+        cg_reduce(piece, tmp, len / el, dt, op);
     }
+    *cur = piece;
 }
 
-static cg_status_t cg__rd_piece(cg_coll_op_t *op, uint8_t *piece, void *tmp,
-                                size_t len, cg_dtype_t dt, cg_redop_t redop,
+static cg_status_t cg__rd_piece(cg_coll_op_t *op, const uint8_t *src,
+                                uint8_t *piece, void *tmp, size_t len,
+                                cg_dtype_t dt, cg_redop_t redop,
                                 double postscale)
 {
     int n = cg_comm_size(op->comm), r = cg_comm_rank(op->comm);
     int p = 1, rem, nr;
     size_t el = cg_dtype_size(dt);
+    const uint8_t *cur = src;
     cg_status_t st = CG_OK;
 
     while (p * 2 <= n)
@@ -61,7 +75,7 @@ static cg_status_t cg__rd_piece(cg_coll_op_t *op, uint8_t *piece, void *tmp,
     rem = n - p;
     nr = r < 2 * rem ? (r % 2 ? r / 2 : -1) : r - rem;
     if (r < 2 * rem && nr < 0)
-        st = cg_coll_sendrecv(op, r + 1, piece, len, -1, NULL, 0,
+        st = cg_coll_sendrecv(op, r + 1, cur, len, -1, NULL, 0,
                               CG_COMM_TAG_RD, NULL);
     else if (r < 2 * rem)
         st = cg_coll_sendrecv(op, -1, NULL, 0, r - 1, tmp, len,
@@ -69,14 +83,14 @@ static cg_status_t cg__rd_piece(cg_coll_op_t *op, uint8_t *piece, void *tmp,
     if (st != CG_OK)
         return st;
     if (r < 2 * rem && nr >= 0)
-        cg__rd_combine(piece, tmp, len, el, dt, redop, true);
+        cg__rd_combine(piece, &cur, tmp, len, el, dt, redop, true);
     for (int mask = 1; nr >= 0 && mask < p; mask <<= 1) {
         int peer = cg__rd_real(nr ^ mask, rem);
-        st = cg_coll_sendrecv(op, peer, piece, len, peer, tmp, len,
+        st = cg_coll_sendrecv(op, peer, cur, len, peer, tmp, len,
                               CG_COMM_TAG_RD, NULL);
         if (st != CG_OK)
             return st;
-        cg__rd_combine(piece, tmp, len, el, dt, redop, peer < r);
+        cg__rd_combine(piece, &cur, tmp, len, el, dt, redop, peer < r);
     }
     if (nr >= 0) {
         st = cg_reduce_post(piece, len / el, dt, redop, n, postscale);
@@ -91,28 +105,28 @@ static cg_status_t cg__rd_piece(cg_coll_op_t *op, uint8_t *piece, void *tmp,
     return st;
 }
 
-cg_status_t cg_rd_allreduce(cg_coll_op_t *op, void *buf, size_t count,
-                            cg_dtype_t dt, cg_redop_t redop, double postscale)
+cg_status_t cg_rd_allreduce(cg_coll_op_t *op, const void *sendbuf,
+                            void *recvbuf, size_t count, cg_dtype_t dt,
+                            cg_redop_t redop, double postscale)
 {
-    cg_governor_t *gov = cg_comm_governor(op->comm);
     size_t el = cg_dtype_size(dt), bytes = count * el;
     size_t piece = CG_COLL_SMALL_BYTES / el * el, want, got;
     cg_status_t st;
     void *tmp;
 
     want = bytes < piece ? bytes : piece;
-    st = cg_governor_alloc_shrink(gov, CG_MEM_CAT_RING, want, want, el,
-                                  "CG_CHUNK_MIN", &tmp, &got);
+    st = cg_comm_scratch(op->comm, CG_COLL_SCRATCH_RD, want, want, piece, el,
+                         &tmp, &got);
     if (st != CG_OK)
         return cg_coll_abort(op, st);
     for (size_t off = 0; off < bytes && st == CG_OK; off += want) {
         size_t len = bytes - off < want ? bytes - off : want;
-        st = cg__rd_piece(op, (uint8_t *)buf + off, tmp, len, dt, redop,
+        st = cg__rd_piece(op, (const uint8_t *)sendbuf + off,
+                          (uint8_t *)recvbuf + off, tmp, len, dt, redop,
                           postscale);
     }
     if (st != CG_OK)
         st = cg_coll_abort(op, st);
-    cg_governor_free(gov, CG_MEM_CAT_RING, tmp, got);
     return st;
 }
 
@@ -170,9 +184,11 @@ cg_status_t cg_allreduce(cg_comm_t *comm, const void *sendbuf, void *recvbuf,
             memcpy(recvbuf, sendbuf, bytes);
         st = cg_reduce_post(recvbuf, count, dt, op, 1, postscale);
     } else if (strcmp(cg_allreduce_algo(comm, bytes), "rd") == 0) {
-        if (sendbuf != recvbuf)
-            memcpy(recvbuf, sendbuf, bytes);
-        st = cg_rd_allreduce(cop, recvbuf, count, dt, op, postscale);
+        st = cg_comm_size(comm) == 2
+                 ? cg_pair_allreduce(cop, sendbuf, recvbuf, count, dt, op,
+                                     postscale)
+                 : cg_rd_allreduce(cop, sendbuf, recvbuf, count, dt, op,
+                                   postscale);
     } else {
         st = cg_ring_allreduce(cop, sendbuf, recvbuf, count, dt, op,
                                postscale);

@@ -22,6 +22,13 @@
 /* Auto choice: recursive doubling / binomial tree up to this many bytes;
  * also the piece size of recursive doubling on larger messages. */
 #define CG_COLL_SMALL_BYTES (64u << 10)
+/* Two ranks: the pipelined pair exchange up to this many bytes (auto;
+ * above, the ring, whose in-place form waits on nothing of its own). */
+#define CG_COLL_PAIR_BYTES (128u << 10)
+/* The communicator's scratch buffers (cg_comm_scratch): the ring's two
+ * receive slots, then recursive doubling's partner buffer. */
+#define CG_COLL_SCRATCH_RING 0
+#define CG_COLL_SCRATCH_RD 2
 
 typedef struct cg_xfer {
     cg_tp_req_t *req; /* NULL when idle or finished */
@@ -72,13 +79,20 @@ cg_status_t cg_coll_sendrecv(cg_coll_op_t *op, int speer, const void *sbuf,
 cg_status_t cg_coll_abort(cg_coll_op_t *op, cg_status_t st);
 
 /* Ring AllReduce of sendbuf into recvbuf (the same pointer: in place);
- * recursive doubling in place on buf. Inputs already prescaled; both
+ * recursive doubling likewise (out of place, its first step reduces
+ * straight from sendbuf). Inputs already prescaled; both
  * apply the average and postscale. On failure both have aborted op. */
 cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
                               void *recvbuf, size_t count, cg_dtype_t dt,
                               cg_redop_t op_kind, double postscale);
-cg_status_t cg_rd_allreduce(cg_coll_op_t *op, void *buf, size_t count,
-                            cg_dtype_t dt, cg_redop_t op_kind,
-                            double postscale);
+cg_status_t cg_rd_allreduce(cg_coll_op_t *op, const void *sendbuf,
+                            void *recvbuf, size_t count, cg_dtype_t dt,
+                            cg_redop_t op_kind, double postscale);
+
+/* Two ranks only: recursive doubling's single exchange, pipelined in
+ * pieces (coll_pair.c); same contract as the two above. */
+cg_status_t cg_pair_allreduce(cg_coll_op_t *op, const void *sendbuf,
+                              void *recvbuf, size_t count, cg_dtype_t dt,
+                              cg_redop_t op_kind, double postscale);
 
 #endif

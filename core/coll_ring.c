@@ -6,12 +6,17 @@
  * re-read before every piece) and announces with a credit, so a chunk that
  * shrinks mid-operation on any rank never changes what is reduced with
  * what: each element is reduced once per step, in ring order, whatever
- * the piece boundaries. Two receive slots per rank (CG_MEM_CAT_RING) keep
- * one piece landing while the previous one is reduced. The all-gather's
- * first step rides on the last reduce-scatter step (each reduced piece of
- * the rank's own segment goes right at once, in pieces fixed by count and
- * rank count); all-gather pieces land straight in the result.
- * Layer: core; calls coll_xfer, reduce, governor.
+ * the piece boundaries. Pieces no larger than every rank's CG_CHUNK_MIN
+ * (exchanged at create) need no credit: both sides cut them alike and
+ * every slot holds one whatever the pressure; over UCX pieces are capped
+ * there, since a credit costs more than a larger piece gains. Two receive
+ * slots per rank (the communicator's scratch buffers, CG_MEM_CAT_RING,
+ * kept between operations) keep one piece landing while the previous one
+ * is reduced. The all-gather's first step rides on the last
+ * reduce-scatter step (each reduced piece of the rank's own segment goes
+ * right at once, in pieces fixed by count and rank count); all-gather
+ * pieces land straight in the result.
+ * Layer: core; calls coll_xfer, reduce, governor, comm.
  */
 #include <string.h>
 
@@ -61,6 +66,7 @@ typedef struct cg__ring {
     size_t floor;          /* smallest slot the governor may give */
     size_t ag_piece;       /* all-gather piece: from count and n only */
     bool sock;             /* over sockets: larger pieces */
+    size_t fixed_max;      /* pieces up to this fit every rank's slots */
 } cg__ring_t;
 
 /* One reduce-scatter step: send src[0..slen) to the right in the pieces
@@ -73,6 +79,10 @@ typedef struct cg__ring_step {
     const uint8_t *local;
     size_t rlen, posted, done;
     size_t piece; /* largest piece wanted, chunk permitting */
+    /* Pieces of exactly piece bytes (the last one shorter), known to both
+     * sides without credits: piece <= every rank's CG_CHUNK_MIN, so every
+     * slot holds one whatever the pressure. */
+    bool fixed;
     bool credit_posted;
     /* Last step only: the all-gather's first step rides along. dst's
      * reduced prefix is post-processed and sent right in fixed pieces of
@@ -121,26 +131,31 @@ static size_t cg__ring_chunk(const cg__ring_t *ring)
     return c < ring->el ? ring->el : c;
 }
 
-static cg_status_t cg__ring_slot_alloc(cg__ring_t *ring, cg__ring_slot_t *s,
-                                       size_t want)
+/* Slot i is the communicator's scratch buffer i, kept from one operation
+ * to the next: reused when it holds at least want bytes and at most the
+ * chunk, else reallocated (want bytes, shrinking to the floor). */
+static cg_status_t cg__ring_slot_get(cg__ring_t *ring, int i, size_t want)
 {
+    cg__ring_slot_t *s = &ring->slot[i];
     size_t floor = ring->floor < want ? ring->floor : want;
+    size_t max = cg__ring_chunk(ring);
+
     s->buf = NULL;
     s->cap = 0;
-    return cg_governor_alloc_shrink(ring->gov, CG_MEM_CAT_RING, want, floor,
-                                    ring->el, "CG_CHUNK_MIN", &s->buf,
-                                    &s->cap);
+    return cg_comm_scratch(ring->op->comm, CG_COLL_SCRATCH_RING + i, want,
+                           floor, max > want ? max : want, ring->el,
+                           &s->buf, &s->cap);
 }
 
 /* An idle slot follows the chunk down (memory is given back at once) and
  * never above what it has. */
-static cg_status_t cg__ring_slot_fit(cg__ring_t *ring, cg__ring_slot_t *s,
-                                     size_t chunk)
+static cg_status_t cg__ring_slot_fit(cg__ring_t *ring, int i, size_t chunk)
 {
+    cg__ring_slot_t *s = &ring->slot[i];
+
     if (chunk >= s->cap / 2 || s->cap <= ring->floor)
         return CG_OK;
-    cg_governor_free(ring->gov, CG_MEM_CAT_RING, s->buf, s->cap);
-    return cg__ring_slot_alloc(ring, s, chunk);
+    return cg__ring_slot_get(ring, i, chunk);
 }
 
 /* Receiver side: post a receive and its credit into every idle slot. */
@@ -154,19 +169,23 @@ static cg_status_t cg__ring_post_recvs(cg__ring_t *ring, cg__ring_step_t *st)
         size_t chunk = cg__ring_chunk(ring), len;
         if (s->len != 0 || op->x[CG__X_RCREDIT + i].req != NULL)
             continue;
-        status = cg__ring_slot_fit(ring, s, chunk);
+        status = cg__ring_slot_fit(ring, i, chunk);
         if (status != CG_OK)
             return status;
         len = st->rlen - st->posted;
-        len = len < chunk ? len : chunk;
         len = len < st->piece ? len : st->piece;
+        if (st->fixed && len > s->cap)
+            return cg_error_set(CG_ERR_INTERNAL, "%s: piece of %zu bytes "
+                                "over a %zu-byte slot", op->name, len,
+                                s->cap);
+        len = len < chunk ? len : chunk;
         len = len < s->cap ? len : s->cap;
         s->off = st->posted;
         s->len = len;
         s->credit = len;
         status = cg_xfer_post(op, &op->x[CG__X_RDATA + i], false, ring->left,
                               s->buf, len, CG_COMM_TAG_DATA);
-        if (status == CG_OK)
+        if (status == CG_OK && !st->fixed)
             status = cg_xfer_post(op, &op->x[CG__X_RCREDIT + i], true,
                                   ring->left, &s->credit, sizeof(s->credit),
                                   CG_COMM_TAG_CREDIT);
@@ -237,6 +256,22 @@ static cg_status_t cg__ring_sends(cg__ring_t *ring, cg__ring_step_t *st)
             return status;
         st->send_head++;
     }
+    while (st->fixed && st->credited < st->slen &&
+           st->sent_idx - st->send_head < CG__RING_SENDS) {
+        size_t len = st->slen - st->credited;
+        len = len < st->piece ? len : st->piece;
+        status = cg_xfer_post(op, &op->x[CG__X_SDATA +
+                                         st->sent_idx % CG__RING_SENDS],
+                              true, ring->right,
+                              (void *)(st->src + st->credited), len,
+                              CG_COMM_TAG_DATA);
+        if (status != CG_OK)
+            return status;
+        st->sent_idx++;
+        st->credited += len;
+    }
+    if (st->fixed)
+        return CG_OK;
     if (st->credit_posted) {
         status = cg_xfer_test(op, cx);
         if (status != CG_OK)
@@ -376,9 +411,11 @@ static cg_status_t cg__ring_step(cg__ring_t *ring, cg__ring_step_t *st)
             return status;
         if (st->done + st->credited + st->send_head + st->ag_send_head +
                 st->ag_done_idx == before) {
-            const cg_xfer_t *w = st->done < st->rlen
-                                     ? &op->x[CG__X_RDATA]
-                                     : &op->x[CG__X_SCREDIT];
+            const cg_xfer_t *w = st->done < st->rlen ? &op->x[CG__X_RDATA]
+                                 : st->fixed ? &op->x[CG__X_SDATA +
+                                                      st->send_head %
+                                                          CG__RING_SENDS]
+                                             : &op->x[CG__X_SCREDIT];
             status = cg_coll_idle(op, w);
             if (status != CG_OK)
                 return status;
@@ -410,6 +447,14 @@ static cg_status_t cg__ring_reduce_scatter(cg__ring_t *ring,
         /* Several pieces, so a transfer overlaps the reduction of the
          * piece before it; the governor's chunk may cut them smaller. */
         st.piece = cg__ring_piece(ring, st.rlen);
+        if (st.piece <= ring->fixed_max) {
+            st.fixed = true;
+        } else if (!ring->sock && ring->fixed_max >= CG__RING_PIECE_MIN) {
+            /* Over UCX a credit costs more than the larger piece gains
+             * (sockets buffer what arrives unasked: credits there). */
+            st.piece = ring->fixed_max;
+            st.fixed = true;
+        }
         if (s == n - 2) {
             size_t ioff, icnt;
             cg__ring_seg(count, n, r, &ioff, &icnt);
@@ -459,7 +504,6 @@ cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
     size_t seg_max = (count + (size_t)n - 1) / (size_t)n * ring.el;
     size_t chunk = cg__ring_chunk(&ring), piece_max;
     cg_status_t status = CG_OK;
-    int nslots = 0;
 
     ring.sock = strcmp(cg_transport_name(cg_comm_transport(op->comm)),
                        "socket") == 0;
@@ -469,24 +513,17 @@ cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
     ring.floor = (size_t)cg_comm_chunk_min(op->comm);
     ring.floor -= ring.floor % ring.el;
     ring.floor = ring.floor < ring.el ? ring.el : ring.floor;
-    if (seg_max > 0) {
-        for (; nslots < CG__RING_SLOTS && status == CG_OK; nslots++)
-            status = cg__ring_slot_alloc(&ring, &ring.slot[nslots],
-                                         chunk < piece_max ? chunk
-                                                           : piece_max);
-        if (status != CG_OK)
-            nslots--;
-    }
+    ring.fixed_max = (size_t)cg_comm_chunk_min_all(op->comm);
+    ring.fixed_max -= ring.fixed_max % ring.el;
+    for (int i = 0; seg_max > 0 && i < CG__RING_SLOTS && status == CG_OK;
+         i++)
+        status = cg__ring_slot_get(&ring, i,
+                                   chunk < piece_max ? chunk : piece_max);
     if (status == CG_OK)
         status = cg__ring_reduce_scatter(&ring, sendbuf, recvbuf, count,
                                          postscale);
     if (status != CG_OK)
-        status = cg_coll_abort(op, status);
-    for (int i = 0; i < nslots; i++)
-        cg_governor_free(ring.gov, CG_MEM_CAT_RING, ring.slot[i].buf,
-                         ring.slot[i].cap);
-    if (status != CG_OK)
-        return status;
+        return cg_coll_abort(op, status);
     status = cg__ring_all_gather(&ring, recvbuf, count);
     if (status != CG_OK)
         return cg_coll_abort(op, status);

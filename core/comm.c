@@ -3,8 +3,9 @@
  * Communicator setup and teardown: listen, all-gather the listen handles
  * through the bootstrap, connect to every peer (lower rank dials), check
  * that the ranks agree on the algorithm knob, and keep the group's failure
- * state. Layer: core; calls transport/ (transport.h, bootstrap.h) and the
- * governor (CONTROL memory).
+ * state, and the scratch buffers kept between collectives. Layer: core;
+ * calls transport/ (transport.h, bootstrap.h) and the governor (CONTROL
+ * memory; RING for scratch).
  */
 #include "core/comm.h"
 
@@ -21,16 +22,22 @@ struct cg_comm {
     const cg_log_t *log;
     cg_coll_algo_t algo;
     uint64_t chunk_min;
+    uint64_t chunk_min_all; /* the smallest CG_CHUNK_MIN of all ranks */
     uint64_t timeout_ns;
     uint32_t seq;
     bool broken;
     cg_tp_conn_t **conns; /* [size]; NULL for self and after a failure */
+    struct {
+        void *buf;
+        size_t cap;
+    } scratch[CG_COMM_SCRATCH]; /* kept between collectives */
 };
 
 /* What every rank must agree on, checked at create. */
 typedef struct cg__comm_agree {
     uint32_t algo;
     uint32_t size;
+    uint64_t chunk_min; /* not checked: the smallest is kept */
 } cg__comm_agree_t;
 
 static void cg__comm_close_all(cg_comm_t *comm)
@@ -45,7 +52,8 @@ static void cg__comm_close_all(cg_comm_t *comm)
 static cg_status_t cg__comm_agree(cg_comm_t *comm, cg_bootstrap_t *bs)
 {
     size_t len = (size_t)comm->size * sizeof(cg__comm_agree_t);
-    cg__comm_agree_t mine = {(uint32_t)comm->algo, (uint32_t)comm->size};
+    cg__comm_agree_t mine = {(uint32_t)comm->algo, (uint32_t)comm->size,
+                             comm->chunk_min};
     cg__comm_agree_t *all;
     cg_status_t st;
 
@@ -53,7 +61,10 @@ static cg_status_t cg__comm_agree(cg_comm_t *comm, cg_bootstrap_t *bs)
     if (st != CG_OK)
         return st;
     st = cg_bootstrap_allgather(bs, &mine, all, sizeof(mine));
+    comm->chunk_min_all = comm->chunk_min;
     for (int r = 0; st == CG_OK && r < comm->size; r++) {
+        if (all[r].chunk_min < comm->chunk_min_all)
+            comm->chunk_min_all = all[r].chunk_min;
         if (all[r].algo != mine.algo)
             st = cg_error_set(CG_ERR_MISMATCH,
                               "CG_ALGO differs across ranks: rank %d uses "
@@ -218,6 +229,9 @@ void cg_comm_destroy(cg_comm_t *comm)
         return;
     gov = comm->gov;
     cg__comm_close_all(comm);
+    for (int i = 0; i < CG_COMM_SCRATCH; i++)
+        cg_governor_free(gov, CG_MEM_CAT_RING, comm->scratch[i].buf,
+                         comm->scratch[i].cap);
     cg_governor_free(gov, CG_MEM_CAT_CONTROL, comm->conns,
                      (size_t)comm->size * sizeof(cg_tp_conn_t *));
     cg_governor_free(gov, CG_MEM_CAT_CONTROL, comm, sizeof(*comm));
@@ -233,6 +247,10 @@ uint64_t cg_comm_timeout_ns(const cg_comm_t *comm)
     return comm->timeout_ns;
 }
 uint64_t cg_comm_chunk_min(const cg_comm_t *comm) { return comm->chunk_min; }
+uint64_t cg_comm_chunk_min_all(const cg_comm_t *comm)
+{
+    return comm->chunk_min_all;
+}
 cg_tp_conn_t *cg_comm_conn(const cg_comm_t *comm, int peer)
 {
     return comm->conns[peer];
@@ -258,3 +276,32 @@ void cg_comm_fail(cg_comm_t *comm)
 }
 
 bool cg_comm_broken(const cg_comm_t *comm) { return comm->broken; }
+
+cg_status_t cg_comm_scratch(cg_comm_t *comm, int idx, size_t want,
+                            size_t floor, size_t max, size_t align,
+                            void **buf_p, size_t *cap_p)
+{
+    void *buf;
+    size_t cap;
+    cg_status_t st;
+
+    if (idx < 0 || idx >= CG_COMM_SCRATCH)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "comm: scratch index %d "
+                            "out of range 0..%d", idx, CG_COMM_SCRATCH - 1);
+    buf = comm->scratch[idx].buf;
+    cap = comm->scratch[idx].cap;
+    if (buf == NULL || cap < want || cap > max) {
+        cg_governor_free(comm->gov, CG_MEM_CAT_RING, buf, cap);
+        comm->scratch[idx].buf = NULL;
+        comm->scratch[idx].cap = 0;
+        st = cg_governor_alloc_shrink(comm->gov, CG_MEM_CAT_RING, want, floor,
+                                      align, "CG_CHUNK_MIN", &buf, &cap);
+        if (st != CG_OK)
+            return st;
+        comm->scratch[idx].buf = buf;
+        comm->scratch[idx].cap = cap;
+    }
+    *buf_p = buf;
+    *cap_p = cap;
+    return CG_OK;
+}

@@ -54,6 +54,9 @@ const cg_log_t *cg_comm_log(const cg_comm_t *comm);
 cg_coll_algo_t cg_comm_algo(const cg_comm_t *comm);
 uint64_t cg_comm_timeout_ns(const cg_comm_t *comm);
 uint64_t cg_comm_chunk_min(const cg_comm_t *comm);
+/* The smallest CG_CHUNK_MIN of all ranks (exchanged at create): a piece
+ * no larger fits every rank's receive buffers, whatever the pressure. */
+uint64_t cg_comm_chunk_min_all(const cg_comm_t *comm);
 /* Connection to peer (never self). */
 cg_tp_conn_t *cg_comm_conn(const cg_comm_t *comm, int peer);
 cg_transport_t *cg_comm_transport(const cg_comm_t *comm);
@@ -65,5 +68,19 @@ cg_status_t cg_comm_begin(cg_comm_t *comm, uint32_t *tag_base_p);
  * connection, so ranks still waiting on this one fail at once too. */
 void cg_comm_fail(cg_comm_t *comm);
 bool cg_comm_broken(const cg_comm_t *comm);
+
+/* Scratch buffers a communicator keeps from one collective to the next
+ * (CG_MEM_CAT_RING, accounted while kept, freed by cg_comm_destroy), so a
+ * collective in the steady state allocates nothing: a fresh allocation
+ * costs page faults on every operation (2 x 128 KiB: ~30x the time of
+ * touching them). Index 0..CG_COMM_SCRATCH-1; one user at a time. */
+#define CG_COMM_SCRATCH 3
+/* The buffer of index idx with a capacity in [want, max] if the kept one
+ * fits; otherwise the kept one is freed and a new one of want bytes
+ * allocated, shrinking to floor (multiples of align) on failure, as
+ * cg_governor_alloc_shrink with floor_var CG_CHUNK_MIN. */
+cg_status_t cg_comm_scratch(cg_comm_t *comm, int idx, size_t want,
+                            size_t floor, size_t max, size_t align,
+                            void **buf_p, size_t *cap_p);
 
 #endif

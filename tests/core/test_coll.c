@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Collectives across forked ranks on loopback: prescale and postscale,
- * in place with uneven segments, argument errors, and failures: a killed
+ * in place with uneven segments, the two-rank pair exchange (exact in and
+ * out of place, more pieces than sends in flight), argument errors, and
+ * failures: a killed
  * rank and a silent (stopped) rank fail the operation on the live ranks
  * within CG_TIMEOUT, naming the peer. Bulk correctness (rank counts,
  * sizes, dtypes, ops, roots, transports) runs through the perf tools.
@@ -171,4 +173,102 @@ Test(coll, killed_rank_fails_the_others_naming_it, .timeout = 60)
 Test(coll, silent_rank_fails_the_others_within_the_timeout, .timeout = 60)
 {
     check_victim(SIGSTOP, 2.0 + 2.0);
+}
+
+/* Two ranks, the pipelined pair exchange: x_r[i] = (r + 1) * (i % 1000)
+ * + it, allreduce sum alternating out of place and in place; integer
+ * values, so every element must be exact on every iteration. */
+typedef struct pair_arg {
+    size_t count;
+    int iters;
+} pair_arg_t;
+
+static void body_pair(coll_rank_t *cr, void *arg)
+{
+    const pair_arg_t *a = arg;
+    float *in = malloc(a->count * sizeof(float));
+    float *out = malloc(a->count * sizeof(float));
+    for (int it = 0; it < a->iters && cr->rep->status == CG_OK; it++) {
+        float *dst = it % 2 ? in : out;
+        for (size_t i = 0; i < a->count; i++)
+            in[i] = (float)((cr->rank + 1) * (int)(i % 1000) + it);
+        report(cr, cg_allreduce(cr->comm, in, dst, a->count, CG_DTYPE_F32,
+                                CG_OP_SUM, 1.0, 1.0), coll_now_s());
+        for (size_t i = 0; i < a->count && cr->rep->status == CG_OK; i++) {
+            float want = (float)(3 * (int)(i % 1000) + 2 * it);
+            if (dst[i] != want) {
+                cr->rep->status = CG_ERR_INTERNAL;
+                snprintf(cr->rep->msg, sizeof(cr->rep->msg), "iteration %d "
+                         "element %zu is %g, want %g", it, i, dst[i], want);
+            }
+        }
+        cr->rep->iters = it + (cr->rep->status == CG_OK);
+    }
+    free(in);
+    free(out);
+}
+
+static void check_pair(const char *algo, pair_arg_t a)
+{
+    int status[2];
+    coll_report_t *rep = coll_job_run(2, "10s", algo, body_pair, &a,
+                                      coll_scaled_s(30), status);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(rep[r].status, CG_OK, "count %zu rank %d: %s: %s",
+                     a.count, r, cg_status_name(rep[r].status), rep[r].msg);
+        cr_assert_eq(rep[r].iters, a.iters, "count %zu rank %d: %d done",
+                     a.count, r, rep[r].iters);
+    }
+    coll_job_free(rep, 2);
+}
+
+Test(coll, two_ranks_pair_exchange_is_exact_in_and_out_of_place,
+     .timeout = 60)
+{
+    check_pair("auto", (pair_arg_t){30001, 12}); /* 2 pieces, one short */
+    check_pair("auto", (pair_arg_t){3, 4});
+}
+
+Test(coll, two_ranks_pair_exchange_with_more_pieces_than_sends_in_flight,
+     .timeout = 60)
+{
+    check_pair("rd", (pair_arg_t){1000001, 4}); /* 62 pieces */
+}
+
+/* Two ranks in the pair exchange; rank 1 dies before its 3rd one. */
+static void body_pair_victim(coll_rank_t *cr, void *arg)
+{
+    size_t n = 50000;
+    float *buf = calloc(n, sizeof(float));
+    (void)arg;
+    for (int it = 0; it < 1000; it++) {
+        if (cr->rank == 1 && it == 2)
+            raise(SIGKILL);
+        double t0 = coll_now_s();
+        cg_status_t st = cg_allreduce(cr->comm, buf, buf, n, CG_DTYPE_F32,
+                                      CG_OP_SUM, 1.0, 1.0);
+        if (st != CG_OK) {
+            report(cr, st, t0);
+            break;
+        }
+        cr->rep->iters = it + 1;
+    }
+    free(buf);
+}
+
+Test(coll, two_ranks_pair_exchange_fails_naming_a_killed_peer,
+     .timeout = 60)
+{
+    int status[2];
+    coll_report_t *rep = coll_job_run(2, "2s", "auto", body_pair_victim,
+                                      NULL, coll_scaled_s(30), status);
+    cr_assert(WIFSIGNALED(status[1]), "rank 1 status 0x%x", status[1]);
+    cr_assert_eq(rep[0].iters, 2, "rank 0 completed %d", rep[0].iters);
+    cr_assert(CG_STATUS_IS_PEER_FAILURE(rep[0].status), "rank 0: %s: %s",
+              cg_status_name(rep[0].status), rep[0].msg);
+    cr_assert(rep[0].elapsed_s < coll_scaled_s(2.0), "failed after %.2fs",
+              rep[0].elapsed_s);
+    cr_assert(strstr(rep[0].msg, "rank 1") != NULL, "message: %s",
+              rep[0].msg);
+    coll_job_free(rep, 2);
 }
