@@ -60,6 +60,12 @@ static int cg__redop_valid(cg_redop_t op)
     return (int)op >= 0 && (int)op < CG_OP_COUNT;
 }
 
+static int cg__dtype_integer(cg_dtype_t dt)
+{
+    return dt == CG_DTYPE_I8 || dt == CG_DTYPE_U8 || dt == CG_DTYPE_I32 ||
+           dt == CG_DTYPE_U32 || dt == CG_DTYPE_I64 || dt == CG_DTYPE_U64;
+}
+
 size_t cg_dtype_size(cg_dtype_t dt)
 {
     return cg__dtype_valid(dt) ? cg__dtype_sizes[dt] : 0;
@@ -72,6 +78,8 @@ const char *cg_dtype_name(cg_dtype_t dt)
 
 const char *cg_redop_name(cg_redop_t op)
 {
+    if (op == CG_OP_BAND)
+        return "band";
     return cg__redop_valid(op) ? cg__redop_names[op] : "unknown";
 }
 
@@ -108,6 +116,14 @@ cg_status_t cg_reduce_check(cg_dtype_t dt, cg_redop_t op)
                             "unknown dtype %d (valid 0..%d:%s)", (int)dt,
                             CG_DTYPE_COUNT - 1, cg__dtype_list);
     }
+    if (op == CG_OP_BAND && !cg__dtype_integer(dt)) {
+        return cg_error_set(CG_ERR_INVALID_PARAM,
+                            "bitwise and (internal op %d) on dtype %s: "
+                            "integer dtypes only", (int)op,
+                            cg__dtype_names[dt]);
+    }
+    if (op == CG_OP_BAND)
+        return CG_OK;
     if (!cg__redop_valid(op)) {
         return cg_error_set(CG_ERR_INVALID_PARAM,
                             "unknown reduction op %d for dtype %s (valid "
@@ -124,6 +140,7 @@ cg_status_t cg_reduce_check(cg_dtype_t dt, cg_redop_t op)
     }
     return CG_OK;
 }
+
 
 /* The kernel index of op: average reduces as sum. */
 static int cg__kop(cg_redop_t op)
@@ -146,6 +163,10 @@ void cg_reduce(void *inout, const void *in, size_t count, cg_dtype_t dt,
     if (count == 0)
         return;
     assert(!cg__overlap(inout, in, count * cg__dtype_sizes[dt]));
+    if (op == CG_OP_BAND) {
+        cg__reduce_band2(inout, in, count * cg__dtype_sizes[dt]);
+        return;
+    }
     cg__reduce_kernels[dt]->r2[cg__kop(op)](inout, in, count);
 }
 
@@ -161,5 +182,9 @@ void cg_reduce3(void *out, const void *a, const void *b, size_t count,
     }
     assert(!cg__overlap(out, a, count * cg__dtype_sizes[dt]) &&
            !cg__overlap(out, b, count * cg__dtype_sizes[dt]));
+    if (op == CG_OP_BAND) {
+        cg__reduce_band3(out, a, b, count * cg__dtype_sizes[dt]);
+        return;
+    }
     cg__reduce_kernels[dt]->r3[cg__kop(op)](out, a, b, count);
 }

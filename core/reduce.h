@@ -40,6 +40,11 @@
 #include "collguard/status.h"
 #include "collguard/types.h"
 
+/* Internal op, outside cg_redop_t's public range and never in types.h:
+ * bitwise AND, for the integer dtypes only (the Horovod shim's
+ * negotiation ANDs bit vectors with it). cg_allreduce accepts it. */
+#define CG_OP_BAND ((cg_redop_t)64)
+
 /* CG_OK if the host kernels implement op on dt; CG_ERR_INVALID_PARAM for a
  * value outside the enums, CG_ERR_UNSUPPORTED for adasum; cg_last_error()
  * names the dtype, the op and what is accepted. */

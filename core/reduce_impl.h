@@ -39,6 +39,12 @@ typedef struct cg_reduce_kernels {
     cg_reduce3_fn_t r3[CG__KOP_COUNT]; /* out = a op b */
 } cg_reduce_kernels_t;
 
+/* CG_OP_BAND on raw bytes (the same for every integer dtype). */
+void cg__reduce_band2(void *restrict inout, const void *restrict in,
+                      size_t bytes);
+void cg__reduce_band3(void *restrict out, const void *restrict a,
+                      const void *restrict b, size_t bytes);
+
 extern const cg_reduce_kernels_t cg__reduce_kernels_i8;
 extern const cg_reduce_kernels_t cg__reduce_kernels_u8;
 extern const cg_reduce_kernels_t cg__reduce_kernels_i32;
