@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cg_build.h"
+#include "core/base/error.h"
 #include "plugin/hvd_impl.h"
 
 #if CG_HAVE_MPI
@@ -59,22 +60,39 @@ int horovod_is_initialized(void)
     return cg__hvd != NULL;
 }
 
+/* Horovod's codes: -1 not initialized, -2 HOROVOD_TIMELINE unset at
+ * init, else 1 (a file rank 0 cannot create is logged, as Horovod). */
 int horovod_start_timeline(const char *file_name, bool mark_cycles)
 {
-    (void)mark_cycles;
     if (cg__hvd == NULL)
         return -1;
-    cg_info(cg__hvd->log, "horovod_start_timeline: this build has no "
-            "timeline yet; %s not written", file_name ? file_name : "(null)");
-    return -2;
+    if (cg__hvd->ctx->cfg.timeline[0] == '\0')
+        return -2;
+    if (cg__hvd->core == NULL) {
+        cg_warn(cg__hvd->log, "horovod_start_timeline: no collective core "
+                "(horovod_init was given a rank list), nothing to record");
+        return 1;
+    }
+    if (cg_hvd_timeline_start(cg__hvd->core, file_name, mark_cycles) !=
+        CG_OK)
+        cg_error(cg__hvd->log, "horovod_start_timeline: %s",
+                 cg_last_error());
+    return 1;
 }
 
+/* -1 not initialized, else 1 (also when no timeline runs, as Horovod). */
 int horovod_stop_timeline(void)
 {
     if (cg__hvd == NULL)
         return -1;
-    cg_info(cg__hvd->log, "horovod_stop_timeline: no timeline is running");
+    if (cg__hvd->core != NULL)
+        (void)cg_hvd_timeline_stop(cg__hvd->core);
     return 1;
+}
+
+cg_hvd_core_h cg_hvd_global_core(void)
+{
+    return (cg__hvd == NULL) ? NULL : cg__hvd->core;
 }
 
 #define CG__HVD_GETTER(fn, field)                                            \

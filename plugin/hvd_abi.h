@@ -11,6 +11,8 @@
 
 #include <stdbool.h>
 
+#include "collguard/hvd.h"
+
 #define CG_HVD_EXPORT __attribute__((visibility("default")))
 
 #ifdef __cplusplus
@@ -39,11 +41,20 @@ CG_HVD_EXPORT bool horovod_init(const int *ranks, int nranks,
 CG_HVD_EXPORT void horovod_shutdown(void);
 CG_HVD_EXPORT int horovod_is_initialized(void);
 
-/* -1 not initialized; -2 timeline not enabled (no timeline in this build
- * yet). stop: 1 when no timeline runs, as Horovod. */
+/* Horovod's codes. start: -1 not initialized, -2 timeline not enabled
+ * (HOROVOD_TIMELINE unset at init; set it to DYNAMIC to only trace
+ * between start and stop), else 1: rank 0 writes file_name from now on
+ * (a file it cannot create is logged). stop: -1 not initialized, else 1
+ * (also when no timeline runs). Call both on every rank. */
 CG_HVD_EXPORT int horovod_start_timeline(const char *file_name,
                                          bool mark_cycles);
 CG_HVD_EXPORT int horovod_stop_timeline(void);
+
+/* The collective core horovod_init started (collguard/hvd.h: enqueue,
+ * poll, wait), or NULL before init, after shutdown, or when init was
+ * given a rank list other than every launched rank in order. Valid until
+ * horovod_shutdown. */
+CG_HVD_EXPORT cg_hvd_core_h cg_hvd_global_core(void);
 
 /* -1 before horovod_init. */
 CG_HVD_EXPORT int horovod_rank(void);

@@ -2,8 +2,9 @@
 /*
  * The Horovod shim's state, private to plugin/hvd_*.c: one struct per
  * initialization (context with bootstrap, Horovod world layout, process
- * set table), the agreement collective and the process-set table.
- * Layer: plugin; calls core/context and transport/bootstrap.
+ * set table, the collective core), the agreement collective and the
+ * process-set table. Layer: plugin; calls core/context and
+ * transport/bootstrap.
  */
 #ifndef CG_PLUGIN_HVD_IMPL_H
 #define CG_PLUGIN_HVD_IMPL_H
@@ -50,8 +51,10 @@ typedef struct cg_hvd {
     int local_rank, local_size, cross_rank, cross_size;
     bool homogeneous;
     bool whole_job;       /* Horovod's world is every launched rank */
+    bool launch_order;    /* ... and in launch order: the core runs */
     bool dynamic;         /* HOROVOD_DYNAMIC_PROCESS_SETS */
     cg_hvd_psets_t ps;
+    struct cg_hvd_core *core; /* collguard/hvd.h; NULL unless launch_order */
 } cg_hvd_t;
 
 /* One rank's side of an agreement: what it asks for (a CG_HVD_REQ_*),
@@ -63,7 +66,7 @@ enum {
     CG_HVD_REQ_REMOVE = 4    /* arg: the id */
 };
 
-typedef struct cg_hvd_req {
+typedef struct cg_hvd_agree_req {
     int what;
     int arg;
     int n;

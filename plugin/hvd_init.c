@@ -3,15 +3,18 @@
  * horovod_init's work: a context that joins the launched job (bootstrap),
  * agreement on the arguments, Horovod's world (all launched ranks, or the
  * listed ones in list order) with its local and cross layout, and the
- * process sets given at init. Every launched rank takes part in every
- * step, so a rank left out of the list still lets the others finish.
- * Layer: plugin; calls core/context, transport/bootstrap, plugin/hvd_*.
+ * process sets given at init, then the collective core (cg_hvd_core_create)
+ * when the world is every launched rank in launch order. Every launched
+ * rank takes part in every step, so a rank left out of the list still
+ * lets the others finish. Layer: plugin; calls core/context, the hvd core,
+ * transport/bootstrap, plugin/hvd_*.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "collguard/hvd.h"
 #include "core/base/error.h"
 #include "plugin/hvd_impl.h"
 
@@ -148,6 +151,9 @@ static cg_status_t cg__hvd_world(cg_hvd_t *h, const int *ranks, int nranks,
     if (!same)
         return cg_error_set(CG_ERR_INVALID_PARAM, "horovod_init: %s", why);
     h->whole_job = (nranks == 0 || nranks == nprocs);
+    h->launch_order = h->whole_job;
+    for (int i = 0; i < nranks && h->launch_order; i++)
+        h->launch_order = (ranks[i] == i);
     return cg__hvd_layout(h, ranks, nranks);
 }
 
@@ -225,6 +231,25 @@ static cg_status_t cg__hvd_alloc(cg_hvd_t **h_p)
     return CG_OK;
 }
 
+/* The collective core, over every launched rank: only when that is
+ * Horovod's world in Horovod's rank order (the core's ranks are the
+ * launch ranks). Otherwise the ABI queries and process sets work and
+ * collectives are unavailable (cg_hvd_global_core() is NULL); every rank
+ * decides alike, since the list was agreed. */
+static cg_status_t cg__hvd_core(cg_hvd_t *h)
+{
+    if (!h->launch_order) {
+        cg_warn(h->log, "horovod_init: Horovod's world is %d of the %d "
+                "launched ranks%s; the collective core needs every launched "
+                "rank in launch order, so this initialization has no "
+                "collectives (call horovod_init without ranks for them)",
+                h->size, cg_bootstrap_size(h->bs),
+                h->whole_job ? ", reordered" : "");
+        return CG_OK;
+    }
+    return cg_hvd_core_create(h->ctx, &h->core);
+}
+
 cg_status_t cg_hvd_create(const int *ranks, int nranks, const int *ps_ranks,
                           const int *ps_sizes, int nps, cg_hvd_t **h_p)
 {
@@ -259,6 +284,9 @@ cg_status_t cg_hvd_create(const int *ranks, int nranks, const int *ps_ranks,
                           cg_bootstrap_rank(h->bs), nranks);
         goto err_destroy;
     }
+    st = cg__hvd_core(h);
+    if (st != CG_OK)
+        goto err_destroy;
     cg_mem_free(&h->mem, CG_MEM_CAT_CONTROL, scratch, scratch_len);
     cg_info(h->log, "horovod_init: rank %d of %d, local %d of %d, cross %d "
             "of %d, via %s", h->rank, h->size, h->local_rank, h->local_size,
@@ -281,6 +309,7 @@ void cg_hvd_destroy(cg_hvd_t *h)
 
     if (h == NULL)
         return;
+    cg_hvd_core_destroy(h->core);
     cg_hvd_psets_cleanup(h);
     mem = h->mem;
     ctx = h->ctx;

@@ -5,8 +5,11 @@
 # (horovod/common/basics.py) does -- ctypes.CDLL(path, RTLD_GLOBAL), no
 # restype (every return read as a C int), ctypes arrays for rank lists,
 # c_char_p/c_bool for the timeline -- and checks what Horovod's Python would
-# see. Exits non-zero on the first failed check.
+# see, plus the collective core that horovod_init starts (cg_hvd_global_core,
+# for the collguard Python module) and a dynamic timeline. Exits non-zero on
+# the first failed check.
 import ctypes
+import json
 import os
 import sys
 
@@ -52,6 +55,45 @@ def add(lib, ranks):
                                            ctypes.c_int(len(ranks))))
 
 
+def has_core(lib):
+    """The collective core horovod_init started (a pointer, or None)."""
+    lib.cg_hvd_global_core.restype = ctypes.c_void_p
+    return lib.cg_hvd_global_core() is not None
+
+
+def start_timeline(lib, path, mark_cycles):
+    """HorovodBasics.start_timeline's call."""
+    return lib.horovod_start_timeline(ctypes.c_char_p(path.encode("utf-8")),
+                                      ctypes.c_bool(mark_cycles))
+
+
+def dynamic_timeline(lib, rank):
+    """HOROVOD_TIMELINE=DYNAMIC: nothing is written until start_timeline;
+    rank 0 writes a file that parses once stopped."""
+    path = "/tmp/cg_hvd_ctypes_tl_%d.json" % os.getppid()
+    if rank == 0 and os.path.exists(path):
+        os.unlink(path)
+    os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
+    os.environ["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
+    check("init with DYNAMIC", bool(init(lib, [], [])), True)
+    check("global core with DYNAMIC", has_core(lib), True)
+    check("no file before start", rank == 0 and os.path.exists(path), False)
+    check("stop before start", lib.horovod_stop_timeline(), 1)
+    check("start_timeline", start_timeline(lib, path, True), 1)
+    check("start_timeline again", start_timeline(lib, path, False), 1)
+    check("stop_timeline", lib.horovod_stop_timeline(), 1)
+    if rank == 0:
+        with open(path) as f:
+            events = json.load(f)
+        check("timeline is an array with process 0's metadata",
+              [e["name"] for e in events[:2]],
+              ["process_name", "process_sort_index"])
+        os.unlink(path)
+    lib.horovod_shutdown()
+    del os.environ["HOROVOD_TIMELINE"]
+    del os.environ["HOROVOD_TIMELINE_MARK_CYCLES"]
+
+
 def main():
     lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
     rank = int(os.environ["CG_RUN_RANK"])
@@ -69,6 +111,7 @@ def main():
     check("gloo_built", bool(lib.horovod_gloo_built()), False)
     check("nccl_built is an int", isinstance(lib.horovod_nccl_built(), int),
           True)
+    check("global core before init", has_core(lib), False)
 
     # hvd.init(process_sets="dynamic")
     os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
@@ -79,6 +122,7 @@ def main():
     check("local_size", lib.horovod_local_size(), size)
     check("cross_size", lib.horovod_cross_size(), 1)
     check("is_homogeneous", bool(lib.horovod_is_homogeneous()), True)
+    check("global core", has_core(lib), True)
     check("start_timeline", lib.horovod_start_timeline(
         ctypes.c_char_p("/tmp/tl.json".encode("utf-8")), ctypes.c_bool(True)),
         -2)
@@ -93,6 +137,7 @@ def main():
           -3)
     lib.horovod_shutdown()
     check("rank after shutdown", lib.horovod_rank(), -1)
+    check("global core after shutdown", has_core(lib), False)
 
     # hvd.init(comm=[1, 0], process_sets=[ProcessSet([0])]) after shutdown.
     del os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"]
@@ -100,7 +145,10 @@ def main():
     check("rank in [1, 0]", lib.horovod_rank(), 1 - rank)
     check("sets given at init", ids_and_ranks(lib), {0: [0, 1], 1: [0]})
     check("add without dynamic", add(lib, [0]), -2)
+    check("no core for a reordered world", has_core(lib), False)
     lib.horovod_shutdown()
+
+    dynamic_timeline(lib, rank)
     print("ok")
 
 

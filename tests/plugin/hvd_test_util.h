@@ -66,12 +66,13 @@ void hvd_job_fini(hvd_job_t *job);
 /* Every rank of job passed; prints each failure. */
 #define hvd_assert_all_passed(job, passed)                                   \
     do {                                                                     \
+        int passed_ = (passed); /* once, first: it may run the job */        \
         for (int r_ = 0; r_ < (job)->size; r_++)                             \
             cr_expect_eq((job)->rep[r_].failed_line, 0,                      \
                          "rank %d, line %d: %s (exit %d)", r_,               \
                          (job)->rep[r_].failed_line, (job)->rep[r_].msg,     \
                          (job)->exit_code[r_]);                              \
-        cr_assert_eq(passed, (job)->size, "%d of %d ranks passed", passed,   \
+        cr_assert_eq(passed_, (job)->size, "%d of %d ranks passed", passed_, \
                      (job)->size);                                           \
     } while (0)
 
