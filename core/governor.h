@@ -104,6 +104,19 @@ cg_status_t cg_governor_alloc_shrink(cg_governor_t *gov, cg_mem_cat_t cat,
                                      const char *floor_var, void **ptr_p,
                                      size_t *got_p);
 
+/* cg_governor_alloc_shrink / _free through another raw allocator
+ * (cudaMalloc for device fusion buffers, cudaMallocHost for pinned
+ * staging): accounted in the same categories, subject to CG_FAULT_ALLOC;
+ * backend NULL is the governor's own. Free with the same backend. */
+cg_status_t cg_governor_alloc_shrink_on(cg_governor_t *gov,
+                                        const cg_mem_backend_t *backend,
+                                        cg_mem_cat_t cat, size_t want,
+                                        size_t floor, size_t align,
+                                        const char *floor_var, void **ptr_p,
+                                        size_t *got_p);
+void cg_governor_free_on(cg_governor_t *gov, const cg_mem_backend_t *backend,
+                         cg_mem_cat_t cat, void *ptr, size_t size);
+
 /* The cg_mem_ops_t view handed to lower layers (transport). */
 cg_mem_ops_t cg_governor_mem_ops(cg_governor_t *gov);
 

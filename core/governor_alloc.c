@@ -140,6 +140,25 @@ cg_status_t cg_governor_alloc_shrink(cg_governor_t *gov, cg_mem_cat_t cat,
                                      const char *floor_var, void **ptr_p,
                                      size_t *got_p)
 {
+    return cg_governor_alloc_shrink_on(gov, NULL, cat, want, floor, align,
+                                       floor_var, ptr_p, got_p);
+}
+
+void cg_governor_free_on(cg_governor_t *gov, const cg_mem_backend_t *backend,
+                         cg_mem_cat_t cat, void *ptr, size_t size)
+{
+    if (gov == NULL || ptr == NULL || (unsigned)cat >= CG_MEM_CAT_COUNT)
+        return;
+    cg_memacct_free_on(&gov->acct, backend, cat, ptr, size);
+}
+
+cg_status_t cg_governor_alloc_shrink_on(cg_governor_t *gov,
+                                        const cg_mem_backend_t *backend,
+                                        cg_mem_cat_t cat, size_t want,
+                                        size_t floor, size_t align,
+                                        const char *floor_var, void **ptr_p,
+                                        size_t *got_p)
+{
     cg_status_t status = cg__alloc_args(gov, cat, want, ptr_p);
     size_t size = want, next;
     int floor_tries = 0, injected = 0;
@@ -157,7 +176,8 @@ cg_status_t cg_governor_alloc_shrink(cg_governor_t *gov, cg_mem_cat_t cat,
     if (floor > want)
         floor = want;
     for (;;) {
-        ptr = cg_memacct_alloc(&gov->acct, cat, size, &injected);
+        ptr = cg_memacct_alloc_on(&gov->acct, backend, cat, size,
+                                  &injected);
         if (ptr != NULL)
             break;
         if (size == floor && ++floor_tries == 2) {

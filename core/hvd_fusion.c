@@ -4,15 +4,20 @@
  * governed fusion buffer (min(CG_FUSION_THRESHOLD, the governor's fusion
  * size), shrunk on allocation failure, agreed as the minimum over ranks so
  * every rank groups alike), fused allreduces packed / reduced once /
- * unpacked, tensors too large for the buffer reduced alone, broadcast, and
- * allgather (sizes from negotiation, then one broadcast per rank).
- * Background thread only. Layer: core; calls core/coll.h and the governor.
+ * unpacked, tensors too large for the buffer reduced alone, and
+ * broadcast, each through the backend of the tensor's memory (host:
+ * core->be_cpu, CUDA: core->be_gpu); groups never mix devices. Allgather
+ * (sizes from negotiation, then one broadcast per rank) runs on the engine.
+ * Background thread only. Layer: core; calls the backends (hvd_backend.h),
+ * core/coll.h, the GPU data path (hvd_gpu.h) and the governor.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/base/error.h"
 #include "core/hvd_core.h"
+#include "core/hvd_gpu.h"
+#include "core/hvd_timeline.h"
 
 #define CG__FUSION_ALIGN 64
 
@@ -25,7 +30,7 @@ void cg_hvd_fusion_release(cg_hvd_core_t *core)
     core->fbuf_want = 0;
 }
 
-size_t cg_hvd_fusion_prepare(cg_hvd_core_t *core)
+static size_t cg__host_prepare(cg_hvd_core_t *core)
 {
     uint64_t want = core->ctx->cfg.fusion_threshold;
     uint64_t gov = cg_governor_fusion_size(core->gov);
@@ -57,10 +62,107 @@ size_t cg_hvd_fusion_prepare(cg_hvd_core_t *core)
     return got;
 }
 
+/* Host buffer, and the CUDA one once this rank has CUDA tensors: the
+ * smaller is offered, so the agreed size fits both on every rank. */
+size_t cg_hvd_fusion_prepare(cg_hvd_core_t *core)
+{
+    size_t host = cg__host_prepare(core);
+    size_t gpu = cg_hvd_gpu_prepare(core->gpu, host);
+
+    return gpu < host ? gpu : host;
+}
+
+/* The backend that serves a tensor's memory. */
+static cg_backend_t *cg__backend(const cg_hvd_core_t *core,
+                                 const cg_hvd_entry_t *e)
+{
+    return e->w.device < 0 ? core->be_cpu : core->be_gpu;
+}
+
+static cg_backend_mem_t cg__mem(const cg_hvd_entry_t *e)
+{
+    return e->w.device < 0 ? CG_BACKEND_MEM_HOST : CG_BACKEND_MEM_CUDA;
+}
+
+/* The fusion buffer for tensors on e's device and its agreed capacity
+ * (NULL / 0: tensors there are reduced one by one). CUDA tensors use the
+ * CUDA fusion buffer (hvd_gpu.h), offered in the same agreement. */
+static void *cg__fusion_buffer(const cg_hvd_core_t *core,
+                               const cg_hvd_entry_t *e, size_t *cap_p)
+{
+    if (e->w.device >= 0 && cg_hvd_gpu_fbuf(core->gpu) != NULL &&
+        core->fbuf != NULL) {
+        size_t len = cg_hvd_gpu_fbuf_len(core->gpu);
+        *cap_p = core->fusion_cap < len ? core->fusion_cap : len;
+        return cg_hvd_gpu_fbuf(core->gpu);
+    }
+    if (e->w.device >= 0 || core->fbuf == NULL) {
+        *cap_p = 0;
+        return NULL;
+    }
+    *cap_p = core->fusion_cap;
+    return core->fbuf;
+}
+
+/* The one place tensor bytes enter a fusion (or gather) buffer, and the
+ * one place they leave it: host memcpy; the GPU data path extends these
+ * to cudaMemcpyAsync for tensors with e->w.device >= 0. */
+static void cg__copy_in(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
+                        void *dst, const void *src, size_t bytes)
+{
+    if (e->w.device >= 0)
+        cg_hvd_gpu_copy_in(core->gpu, dst, src, bytes);
+    else
+        memcpy(dst, src, bytes);
+}
+
+static cg_status_t cg__copy_out(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
+                                void *dst, const void *src, size_t bytes)
+{
+    if (e->w.device >= 0)
+        return cg_hvd_gpu_copy_out(core->gpu, dst, src, bytes);
+    memcpy(dst, src, bytes);
+    return CG_OK;
+}
+
+/* A collective on e's memory: host tensors go to their backend, CUDA
+ * tensors through the GPU data path (NCCL direct, host backends staged). */
+static cg_status_t cg__run_allreduce(cg_hvd_core_t *core, cg_backend_t *be,
+                                     const cg_hvd_entry_t *e, const void *send,
+                                     void *recv, size_t count)
+{
+    if (e->w.device >= 0)
+        return cg_hvd_gpu_allreduce(core->gpu, be, send, recv, count,
+                                    e->w.dtype, e->w.op, e->w.prescale,
+                                    e->w.postscale);
+    return be->ops->allreduce(be, send, recv, count, e->w.dtype, e->w.op,
+                              e->w.prescale, e->w.postscale, cg__mem(e));
+}
+
+static cg_status_t cg__run_broadcast(cg_hvd_core_t *core, cg_backend_t *be,
+                                     const cg_hvd_entry_t *e, void *buf,
+                                     size_t count)
+{
+    if (e->w.device >= 0)
+        return cg_hvd_gpu_broadcast(core->gpu, be, buf, count, e->w.dtype,
+                                    e->w.root);
+    return be->ops->broadcast(be, buf, count, e->w.dtype, e->w.root,
+                              cg__mem(e));
+}
+
+/* A failure that leaves no way to run more collectives this job. */
+static bool cg__broken(const cg_hvd_core_t *core)
+{
+    return cg_comm_broken(core->comm) ||
+           (core->be_cpu != NULL && core->be_cpu->broken) ||
+           (core->be_gpu != NULL && core->be_gpu->broken);
+}
+
 static bool cg__fusable(const cg_hvd_entry_t *a, const cg_hvd_entry_t *b)
 {
     return !b->done && !b->failed && b->w.type == CG_HVD_ALLREDUCE &&
-           a->w.dtype == b->w.dtype && a->w.op == b->w.op &&
+           a->w.device == b->w.device && a->w.dtype == b->w.dtype &&
+           a->w.op == b->w.op &&
            a->w.prescale == b->w.prescale && a->w.postscale == b->w.postscale;
 }
 
@@ -78,52 +180,65 @@ static void cg__count_call(cg_hvd_core_t *core, uint64_t tensors)
 static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
 {
     cg_hvd_entry_t *head = core->ready[i];
-    size_t dsize = cg_dtype_size(head->w.dtype), off = 0, n = 0;
+    cg_backend_t *be = cg__backend(core, head);
+    size_t dsize = cg_dtype_size(head->w.dtype), off = 0, n = 0, cap;
+    char *fbuf = cg__fusion_buffer(core, head, &cap);
     int group = (int)i + 1;
+    uint64_t tl_t0 = cg_hvd_tl_now(core);
     cg_status_t st;
 
     for (size_t j = i; j < core->ready_len; j++) {
         cg_hvd_entry_t *e = core->ready[j];
         size_t bytes = cg_hvd_wire_count(&e->w) * dsize;
         if (!cg__fusable(head, e) || bytes == 0 ||
-            bytes > core->fusion_cap - off)
+            bytes > cap - off)
             continue;
         e->group = group;
         e->foff = off;
-        memcpy((char *)core->fbuf + off, e->local->input, bytes);
+        cg__copy_in(core, e, fbuf + off, e->local->input, bytes);
         off += bytes;
         n++;
     }
-    st = cg_allreduce(core->comm, core->fbuf, core->fbuf, off / dsize,
-                      head->w.dtype, head->w.op, head->w.prescale,
-                      head->w.postscale);
+    cg_hvd_tl_fused(core, i, group, CG_HVD_TL_PACKED, tl_t0,
+                    be->ops->allreduce_activity);
+    st = cg__run_allreduce(core, be, head, fbuf, fbuf, off / dsize);
+    cg_hvd_tl_fused(core, i, group, CG_HVD_TL_REDUCED, 0, NULL);
     cg__count_call(core, n);
+    core->tstats.fused_bytes += n > 1 ? off : 0;
+    for (size_t j = i; j < core->ready_len && st == CG_OK; j++) {
+        cg_hvd_entry_t *e = core->ready[j];
+        if (e->group == group)
+            st = cg__copy_out(core, e, e->local->output, fbuf + e->foff,
+                              cg_hvd_wire_count(&e->w) * dsize);
+    }
+    if (st == CG_OK && head->w.device >= 0) /* CUDA copies: wait once */
+        st = cg_hvd_gpu_sync(core->gpu);
     for (size_t j = i; j < core->ready_len; j++) {
         cg_hvd_entry_t *e = core->ready[j];
         if (e->group != group)
             continue;
-        if (st == CG_OK)
-            memcpy(e->local->output, (char *)core->fbuf + e->foff,
-                   cg_hvd_wire_count(&e->w) * dsize);
         e->done = true;
         cg_hvd_req_complete(core, e->local, st,
                             st == CG_OK ? NULL : cg_last_error());
     }
+    cg_hvd_tl_fused(core, i, group, CG_HVD_TL_DONE, 0, NULL);
     return st;
 }
 
 static cg_status_t cg__allreduce(cg_hvd_core_t *core, size_t i)
 {
     cg_hvd_entry_t *e = core->ready[i];
-    size_t bytes = cg_hvd_wire_count(&e->w) * cg_dtype_size(e->w.dtype);
+    cg_backend_t *be = cg__backend(core, e);
+    size_t bytes = cg_hvd_wire_count(&e->w) * cg_dtype_size(e->w.dtype), cap;
     cg_status_t st;
 
-    if (bytes > 0 && bytes <= core->fusion_cap && core->fbuf != NULL)
+    if (bytes > 0 && cg__fusion_buffer(core, e, &cap) != NULL && bytes <= cap)
         return cg__fused_allreduce(core, i);
-    st = cg_allreduce(core->comm, e->local->input, e->local->output,
-                      e->local->count, e->w.dtype, e->w.op, e->w.prescale,
-                      e->w.postscale);
+    uint64_t tl_t0 = cg_hvd_tl_now(core);
+    st = cg__run_allreduce(core, be, e, e->local->input, e->local->output,
+                           e->local->count);
     cg__count_call(core, 1);
+    cg_hvd_tl_single(core, e, tl_t0, be->ops->allreduce_activity);
     e->done = true;
     cg_hvd_req_complete(core, e->local, st,
                         st == CG_OK ? NULL : cg_last_error());
@@ -133,23 +248,30 @@ static cg_status_t cg__allreduce(cg_hvd_core_t *core, size_t i)
 static cg_status_t cg__broadcast(cg_hvd_core_t *core, cg_hvd_entry_t *e)
 {
     struct cg_hvd_req *req = e->local;
+    cg_backend_t *be = cg__backend(core, e);
     cg_status_t st;
+    uint64_t tl_t0 = cg_hvd_tl_now(core);
 
     if (core->rank == e->w.root && req->output != req->input && req->count)
-        memcpy(req->output, req->input,
-               req->count * cg_dtype_size(e->w.dtype));
-    st = cg_broadcast(core->comm, req->output, req->count, e->w.dtype,
-                      e->w.root);
+        cg__copy_in(core, e, req->output, req->input,
+                    req->count * cg_dtype_size(e->w.dtype));
+    st = cg__run_broadcast(core, be, e, req->output, req->count);
+    cg_hvd_tl_single(core, e, tl_t0, be->ops->broadcast_activity);
     cg_hvd_req_complete(core, req, st, st == CG_OK ? NULL : cg_last_error());
     return st;
 }
 
+/* Always on the engine over core->comm, whatever the backends: its
+ * failure protocol (cg_comm_fail closes every connection) is what lets a
+ * rank that cannot allocate the result stop the others instead of leaving
+ * them in a broadcast that never ends (an MPI_Bcast would wait forever). */
 static cg_status_t cg__allgather(cg_hvd_core_t *core, cg_hvd_entry_t *e)
 {
     struct cg_hvd_req *req = e->local;
     size_t dsize = cg_dtype_size(e->w.dtype), row = dsize, off = 0;
     int64_t dim0 = 0;
     cg_status_t st = CG_OK;
+    uint64_t tl_t0 = cg_hvd_tl_now(core);
 
     for (int d = 1; d < e->w.ndim; d++)
         row *= (size_t)e->w.shape[d];
@@ -174,13 +296,14 @@ static cg_status_t cg__allgather(cg_hvd_core_t *core, cg_hvd_entry_t *e)
     for (int r = 0; r < core->size && st == CG_OK; r++) {
         size_t len = (size_t)e->dim0[r] * row;
         if (r == core->rank && len > 0)
-            memcpy((char *)req->gather + off, req->input, len);
+            cg__copy_in(core, e, (char *)req->gather + off, req->input, len);
         if (len > 0)
             st = cg_broadcast(core->comm, (char *)req->gather + off,
                               len / dsize, e->w.dtype, r);
         off += len;
     }
     req->gather_dim0 = dim0;
+    cg_hvd_tl_single(core, e, tl_t0, "COLLGUARD_BCAST");
     cg_hvd_req_complete(core, req, st, st == CG_OK ? NULL : cg_last_error());
     return st;
 }
@@ -216,7 +339,7 @@ cg_status_t cg_hvd_execute(cg_hvd_core_t *core)
             break;
         }
         e->done = true;
-        if (st != CG_OK && cg_comm_broken(core->comm))
+        if (st != CG_OK && cg__broken(core))
             break;
         st = CG_OK;
     }

@@ -106,12 +106,19 @@ static void cg__memacct_raise_peak(cg_memacct_t *acct, cg_mem_cat_t cat,
 void *cg_memacct_alloc(cg_memacct_t *acct, cg_mem_cat_t cat, size_t size,
                        int *injected_p)
 {
+    return cg_memacct_alloc_on(acct, NULL, cat, size, injected_p);
+}
+
+void *cg_memacct_alloc_on(cg_memacct_t *acct, const cg_mem_backend_t *backend,
+                          cg_mem_cat_t cat, size_t size, int *injected_p)
+{
+    const cg_mem_backend_t *be = backend != NULL ? backend : &acct->backend;
     int injected = cg__memacct_inject(acct, cat);
     void *ptr = NULL;
     uint64_t now;
 
     if (!injected && size > 0)
-        ptr = acct->backend.alloc(acct->backend.arg, size);
+        ptr = be->alloc(be->arg, size);
     if (injected_p != NULL)
         *injected_p = injected;
     if (ptr == NULL) {
@@ -128,9 +135,17 @@ void *cg_memacct_alloc(cg_memacct_t *acct, cg_mem_cat_t cat, size_t size,
 void cg_memacct_free(cg_memacct_t *acct, cg_mem_cat_t cat, void *ptr,
                      size_t size)
 {
+    cg_memacct_free_on(acct, NULL, cat, ptr, size);
+}
+
+void cg_memacct_free_on(cg_memacct_t *acct, const cg_mem_backend_t *backend,
+                        cg_mem_cat_t cat, void *ptr, size_t size)
+{
+    const cg_mem_backend_t *be = backend != NULL ? backend : &acct->backend;
+
     if (ptr == NULL)
         return;
-    acct->backend.free(acct->backend.arg, ptr, size);
+    be->free(be->arg, ptr, size);
     atomic_fetch_sub(&acct->current[cat], size);
 }
 

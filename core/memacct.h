@@ -55,6 +55,12 @@ void *cg_memacct_alloc(cg_memacct_t *acct, cg_mem_cat_t cat, size_t size,
 /* size must be the size passed to cg_memacct_alloc. NULL is a no-op. */
 void cg_memacct_free(cg_memacct_t *acct, cg_mem_cat_t cat, void *ptr,
                      size_t size);
+/* The same through another raw allocator (cudaMalloc, cudaMallocHost):
+ * same counters and fault injection; backend NULL is acct's own. */
+void *cg_memacct_alloc_on(cg_memacct_t *acct, const cg_mem_backend_t *backend,
+                          cg_mem_cat_t cat, size_t size, int *injected_p);
+void cg_memacct_free_on(cg_memacct_t *acct, const cg_mem_backend_t *backend,
+                        cg_mem_cat_t cat, void *ptr, size_t size);
 
 uint64_t cg_memacct_current(const cg_memacct_t *acct, cg_mem_cat_t cat);
 uint64_t cg_memacct_peak(const cg_memacct_t *acct, cg_mem_cat_t cat);
