@@ -49,6 +49,40 @@ cg_status_t cg_ctx_pick_probe(const cg_config_t *cfg, cg_host_probe_t *hp,
     return CG_OK;
 }
 
+/* CG_CTX_PARAM_PROBE: the built-in probe's reading, then the
+ * application's adjustment. */
+static cg_status_t cg__ctx_user_probe(void *arg, uint64_t *free_p,
+                                      uint64_t *total_p)
+{
+    cg_ctx_h ctx = arg;
+    cg_status_t st;
+
+    st = ctx->base_probe.read(ctx->base_probe.arg, free_p, total_p);
+    if (st != CG_OK)
+        return st;
+    st = ctx->user_probe(ctx->user_probe_arg, free_p, total_p);
+    if (st != CG_OK)
+        return cg_error_set(st, "the application's memory probe "
+                            "(CG_CTX_PARAM_PROBE) returned %s",
+                            cg_status_string(st));
+    return CG_OK;
+}
+
+/* The governor's events, to the listener set on the context. */
+static void cg__ctx_gov_event(void *arg, const cg_gov_event_t *ev)
+{
+    cg_ctx_h ctx = arg;
+    const cg_ctx_gov_listener_t *l = atomic_load(&ctx->gov_listener);
+
+    if (l != NULL)
+        l->cb(l->arg, ev);
+}
+
+void cg_ctx_set_gov_listener(cg_ctx_h ctx, const cg_ctx_gov_listener_t *l)
+{
+    atomic_store(&ctx->gov_listener, l);
+}
+
 /* Joins the job: the bootstrap reads the launcher's variables from the same
  * environment as the configuration, waits at most CG_TIMEOUT and allocates
  * through the governor. */
@@ -115,11 +149,28 @@ cg_status_t cg_ctx_create(const cg_ctx_params_t *params, cg_ctx_h *ctx_p)
                            &ctx->log);
     if (st != CG_OK)
         goto err_free;
+    if (params->field_mask & CG_CTX_PARAM_PROBE) {
+        if (params->probe_fn == NULL) {
+            st = cg_error_set(CG_ERR_INVALID_PARAM, "cg_ctx_create: "
+                              "CG_CTX_PARAM_PROBE set but probe_fn is NULL");
+            goto err_free;
+        }
+        ctx->base_probe = ctx->probe;
+        ctx->user_probe = params->probe_fn;
+        ctx->user_probe_arg = params->probe_arg;
+        ctx->probe.read = cg__ctx_user_probe;
+        ctx->probe.arg = ctx;
+        ctx->probe.name = ctx->probe.kind == CG_MEM_KIND_DEVICE
+                              ? "cuda, adjusted by the application"
+                              : "host, adjusted by the application";
+    }
 
     memset(&gp, 0, sizeof(gp));
     gp.cfg = &ctx->cfg;
     gp.probe = ctx->probe;
     gp.log = &ctx->log;
+    gp.event_cb = cg__ctx_gov_event;
+    gp.event_arg = ctx;
     st = cg_governor_create(&gp, &ctx->gov);
     if (st != CG_OK)
         goto err_free;

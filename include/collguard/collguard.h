@@ -38,8 +38,20 @@ enum {
     CG_CTX_PARAM_LOG_SINK = 1u << 0, /* log_sink, log_sink_arg */
     CG_CTX_PARAM_ENV = 1u << 1,      /* env: use instead of the process env */
     CG_CTX_PARAM_RANK = 1u << 2,     /* rank: log prefix before bootstrap */
-    CG_CTX_PARAM_BOOTSTRAP = 1u << 3 /* bootstrap: join the job at create */
+    CG_CTX_PARAM_BOOTSTRAP = 1u << 3, /* bootstrap: join the job at create */
+    CG_CTX_PARAM_PROBE = 1u << 4      /* probe_fn, probe_arg */
 };
+
+/* An application's view of the memory the governor watches. Called at each
+ * governor sample (from the calling thread of cg_ctx_create and
+ * cg_ctx_governor_snapshot, and from the Horovod shim's background thread:
+ * it must be thread-safe) with *free_p and *total_p already holding what
+ * the built-in probe (CG_MEM_PROBE) read; it may change them and returns
+ * CG_OK, or an error status that fails that sample. Frameworks with a
+ * caching allocator can report the memory they can really use (add what
+ * the cache holds unused, subtract what they are about to take). */
+typedef cg_status_t (*cg_mem_probe_fn)(void *arg, uint64_t *free_p,
+                                       uint64_t *total_p);
 
 typedef struct cg_ctx_params {
     uint64_t field_mask;          /* which fields below are set */
@@ -52,6 +64,8 @@ typedef struct cg_ctx_params {
      * until every rank arrived or CG_TIMEOUT passed; the log then carries
      * the bootstrap's rank. */
     int bootstrap;
+    cg_mem_probe_fn probe_fn; /* CG_CTX_PARAM_PROBE: adjusts every sample */
+    void *probe_arg;
 } cg_ctx_params_t;
 
 /* Reads the configuration (CG_*, and the HOROVOD_ / NCCL_ aliases), sets up
