@@ -3,7 +3,9 @@
  * The framework-facing half of the Horovod shim's core: enqueue (checks,
  * the non-leaf broadcast rule, duplicate names by CG_DUPLICATE_POLICY),
  * the inbox and registry under the core's lock, and poll / wait / error /
- * release of requests. Completion is called from the background thread.
+ * release of requests, which are kept for reuse (the per-tensor path
+ * allocates nothing once warm). Completion is called from the background
+ * thread and wakes only threads waiting on what it completed.
  * Layer: core; calls the governor for request memory.
  */
 #include <stdio.h>
@@ -11,6 +13,7 @@
 
 #include "core/base/error.h"
 #include "core/hvd_core.h"
+#include "core/hvd_gpu.h"
 
 static const char *const cg__type_names[] = {"allreduce", "broadcast",
                                              "allgather"};
@@ -64,11 +67,12 @@ static cg_status_t cg__check_tensor(const cg_hvd_core_t *core,
                             CG_HVD_NDIM_MAX);
     memset(w, 0, sizeof(*w));
     w->device = (t->field_mask & CG_HVD_TENSOR_FIELD_DEVICE) ? t->device : -1;
-    if (w->device >= 0)
-        return cg_error_set(CG_ERR_UNSUPPORTED, "%s of tensor '%s': it is on "
-                            "CUDA device %d; the shim core takes host memory "
-                            "only for now (copy it to the CPU first)", what,
-                            t->name, w->device);
+    if (w->device >= 0) {
+        cg_status_t st = cg_hvd_gpu_check(core->gpu, what, t->name,
+                                          w->device);
+        if (st != CG_OK)
+            return st;
+    }
     memcpy(w->name, t->name, len + 1);
     w->type = (int32_t)type;
     w->dtype = (int32_t)t->dtype;
@@ -128,6 +132,85 @@ static cg_status_t cg__duplicate(cg_hvd_core_t *core, struct cg_hvd_req *prim,
     return CG_OK;
 }
 
+/* Keeps at most this many released requests for reuse (~1 KiB each). */
+#define CG__REQ_KEEP 8192
+
+void cg_hvd_queue_init(cg_hvd_core_t *core)
+{
+    cg_list_init(&core->req_live);
+    cg_list_init(&core->req_free);
+    core->req_nfree = 0;
+}
+
+static void cg__req_free(cg_governor_t *gov, struct cg_hvd_req *req)
+{
+    cg_governor_free(gov, CG_MEM_CAT_STAGING, req->gather, req->gather_bytes);
+    cg_governor_free(gov, CG_MEM_CAT_CONTROL, req, sizeof(*req));
+}
+
+/* Under the lock: a released request leaves the live list and is kept for
+ * the next enqueue, or freed beyond CG__REQ_KEEP. */
+static void cg__req_recycle(cg_hvd_core_t *core, struct cg_hvd_req *req)
+{
+    cg_list_del(&req->live_link);
+    if (core->req_nfree >= CG__REQ_KEEP) {
+        cg__req_free(core->gov, req);
+        return;
+    }
+    cg_governor_free(core->gov, CG_MEM_CAT_STAGING, req->gather,
+                     req->gather_bytes);
+    req->gather = NULL; /* kept: only the request itself */
+    cg_list_push(&core->req_free, &req->live_link);
+    core->req_nfree++;
+}
+
+/* A zeroed request: a kept one, else a new one from the governor. */
+static cg_status_t cg__req_get(cg_hvd_core_t *core, struct cg_hvd_req **req_p)
+{
+    struct cg_hvd_req *req = NULL;
+    cg_status_t st;
+
+    pthread_mutex_lock(&core->lock);
+    if (!cg_list_empty(&core->req_free)) {
+        req = cg_list_entry(core->req_free.next, struct cg_hvd_req,
+                            live_link);
+        cg_list_del(&req->live_link);
+        core->req_nfree--;
+    }
+    pthread_mutex_unlock(&core->lock);
+    if (req == NULL) {
+        st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL, sizeof(*req),
+                               (void **)&req);
+        if (st != CG_OK)
+            return st;
+        pthread_mutex_lock(&core->lock);
+        core->req_allocs++;
+        pthread_mutex_unlock(&core->lock);
+    }
+    memset(req, 0, sizeof(*req));
+    *req_p = req;
+    return CG_OK;
+}
+
+void cg_hvd_queue_fini(cg_hvd_core_t *core)
+{
+    pthread_mutex_lock(&core->lock);
+    while (!cg_list_empty(&core->req_live)) {
+        struct cg_hvd_req *req = cg_list_entry(core->req_live.next,
+                                               struct cg_hvd_req, live_link);
+        cg_list_del(&req->live_link);
+        req->core = NULL; /* cg_hvd_release frees it alone */
+    }
+    while (!cg_list_empty(&core->req_free)) {
+        struct cg_hvd_req *req = cg_list_entry(core->req_free.next,
+                                               struct cg_hvd_req, live_link);
+        cg_list_del(&req->live_link);
+        cg__req_free(core->gov, req);
+    }
+    core->req_nfree = 0;
+    pthread_mutex_unlock(&core->lock);
+}
+
 static cg_status_t cg__enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
                                cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
                                cg_hvd_req_h *req_p)
@@ -138,11 +221,9 @@ static cg_status_t cg__enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
     if (req_p == NULL)
         return cg_error_set(CG_ERR_INVALID_PARAM, "%s of tensor '%s': req_p "
                             "is NULL", cg__type_names[type], w->name);
-    st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL, sizeof(*req),
-                           (void **)&req);
+    st = cg__req_get(core, &req);
     if (st != CG_OK)
         return st;
-    memset(req, 0, sizeof(*req));
     cg_list_init(&req->link);
     cg_list_init(&req->reg_link);
     cg_list_init(&req->followers);
@@ -174,13 +255,15 @@ static cg_status_t cg__enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
     cg_list_push(&core->registry[CG_HVD_BUCKET(req->hash)], &req->reg_link);
     cg_list_push(&core->inbox, &req->link);
 out:
+    cg_list_push(&core->req_live, &req->live_link);
     pthread_mutex_unlock(&core->lock);
     *req_p = req;
     return CG_OK;
 
 err_unlock:
+    cg_list_push(&core->req_live, &req->live_link);
+    cg__req_recycle(core, req);
     pthread_mutex_unlock(&core->lock);
-    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, req, sizeof(*req));
     return st;
 }
 
@@ -244,19 +327,22 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
     return cg__enqueue(core, t, CG_HVD_ALLGATHER, &w, req_p);
 }
 
-/* Under the lock: one request done; frees it if already released. */
-static void cg__finish(struct cg_hvd_req *req, cg_status_t st,
-                       const char *msg)
+/* Under the lock: one request done (recycled if already released); true
+ * when a thread waits on it. */
+static bool cg__finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
+                       cg_status_t st, const char *msg)
 {
+    size_t len = msg != NULL ? strnlen(msg, sizeof(req->err) - 1) : 0;
+
     req->status = st;
-    snprintf(req->err, sizeof(req->err), "%s", msg != NULL ? msg : "");
+    memcpy(req->err, msg != NULL ? msg : "", len);
+    req->err[len] = '\0';
     if (req->released) {
-        cg_governor_free(req->gov, CG_MEM_CAT_STAGING, req->gather,
-                         req->gather_bytes);
-        cg_governor_free(req->gov, CG_MEM_CAT_CONTROL, req, sizeof(*req));
-        return;
+        cg__req_recycle(core, req);
+        return false;
     }
     atomic_store_explicit(&req->done, 1, memory_order_release);
+    return req->waiters > 0;
 }
 
 void cg_hvd_stats_publish(cg_hvd_core_t *core)
@@ -271,25 +357,49 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core)
     s->max_fused_tensors = t->max_fused_tensors;
     s->mismatches = t->mismatches;
     s->fusion_bytes = t->fusion_bytes;
+    s->fused_bytes = t->fused_bytes;
 }
 
-void cg_hvd_req_complete(cg_hvd_core_t *core, struct cg_hvd_req *req,
-                         cg_status_t st, const char *msg)
+void cg_hvd_complete_begin(cg_hvd_core_t *core)
 {
     pthread_mutex_lock(&core->lock);
     cg_hvd_stats_publish(core); /* counted before completion: seen by then */
+}
+
+void cg_hvd_req_complete_locked(cg_hvd_core_t *core, struct cg_hvd_req *req,
+                                cg_status_t st, const char *msg)
+{
+    bool wake = false;
+
     cg_list_del(&req->link);
     cg_list_del(&req->reg_link);
     while (!cg_list_empty(&req->followers)) {
         struct cg_hvd_req *f = cg_list_entry(req->followers.next,
                                              struct cg_hvd_req, follow_link);
         cg_list_del(&f->follow_link);
-        cg__finish(f, st, msg);
+        wake |= cg__finish(core, f, st, msg);
     }
-    cg__finish(req, st, msg);
-    if (core->waiters > 0)
+    wake |= cg__finish(core, req, st, msg);
+    core->req_wake |= wake;
+}
+
+void cg_hvd_complete_end(cg_hvd_core_t *core)
+{
+    /* Waking only for a request someone waits on, once per batch: a
+     * waiter is not woken (and the lock not ping-ponged) for each of a
+     * fused group's tensors. */
+    if (core->req_wake)
         pthread_cond_broadcast(&core->done_cond);
+    core->req_wake = false;
     pthread_mutex_unlock(&core->lock);
+}
+
+void cg_hvd_req_complete(cg_hvd_core_t *core, struct cg_hvd_req *req,
+                         cg_status_t st, const char *msg)
+{
+    cg_hvd_complete_begin(core);
+    cg_hvd_req_complete_locked(core, req, st, msg);
+    cg_hvd_complete_end(core);
 }
 
 void cg_hvd_fail_all(cg_hvd_core_t *core, cg_status_t st, const char *msg)
@@ -315,9 +425,13 @@ cg_status_t cg_hvd_wait(cg_hvd_req_h req)
 
     if (!cg_hvd_poll(req)) {
         pthread_mutex_lock(&core->lock);
-        core->waiters++;
+        /* The cycle may start now instead of at its next tick. */
+        if (core->waiters++ == 0)
+            pthread_cond_signal(&core->wake_cond);
+        req->waiters++;
         while (!atomic_load_explicit(&req->done, memory_order_acquire))
             pthread_cond_wait(&core->done_cond, &core->lock);
+        req->waiters--;
         core->waiters--;
         pthread_mutex_unlock(&core->lock);
     }
@@ -343,21 +457,21 @@ cg_status_t cg_hvd_allgather_result(cg_hvd_req_h req, const void **data_p,
 
 void cg_hvd_release(cg_hvd_req_h req)
 {
+    cg_hvd_core_t *core;
+
     if (req == NULL)
         return;
-    if (!cg_hvd_poll(req)) {
-        cg_hvd_core_t *core = req->core;
-        pthread_mutex_lock(&core->lock);
-        if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
-            req->released = true; /* freed by cg__finish */
-            pthread_mutex_unlock(&core->lock);
-            return;
-        }
-        pthread_mutex_unlock(&core->lock);
+    core = req->core;
+    if (core == NULL) { /* outlived its core (cg_hvd_queue_fini) */
+        cg__req_free(req->gov, req);
+        return;
     }
-    cg_governor_free(req->gov, CG_MEM_CAT_STAGING, req->gather,
-                     req->gather_bytes);
-    cg_governor_free(req->gov, CG_MEM_CAT_CONTROL, req, sizeof(*req));
+    pthread_mutex_lock(&core->lock);
+    if (atomic_load_explicit(&req->done, memory_order_acquire))
+        cg__req_recycle(core, req);
+    else
+        req->released = true; /* recycled by cg__finish */
+    pthread_mutex_unlock(&core->lock);
 }
 
 void cg_hvd_core_stats(cg_hvd_core_h core, cg_hvd_stats_t *stats)
