@@ -21,7 +21,8 @@ typedef enum {
     CG__T_FRACTION,
     CG__T_DURATION,
     CG__T_INT,
-    CG__T_STRING
+    CG__T_STRING,
+    CG__T_BOOL
 } cg__type_t;
 
 typedef struct {
@@ -45,6 +46,10 @@ static const char *const cg__probes[] = {"auto", "host", "cuda", NULL};
 static const char *const cg__transports[] = {"auto", "ucx", "socket", NULL};
 static const char *const cg__algos[] = {"auto", "ring", "rd", NULL};
 static const char *const cg__dup_policies[] = {"coalesce", "error", NULL};
+/* Index = cg_backend_kind_t (core/hvd_backend.h); any case accepted. */
+static const char *const cg__cpu_ops[] = {"COLLGUARD", "MPI", NULL};
+static const char *const cg__gpu_ops[] = {"COLLGUARD", "MPI", "NCCL", "AUTO",
+                                          NULL};
 
 static const cg__field_t cg__fields[CG_CFG_COUNT] = {
     {CG_CFG_LOG_LEVEL, "CG_LOG_LEVEL", {NULL, NULL}, CG__T_ENUM, "warn",
@@ -144,6 +149,69 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "Horovod shim: a second enqueue of a name still in flight with the "
      "same buffer, size and op: coalesce (reduced once, both handles "
      "complete, warned once per name) or error (Horovod's ValueError)."},
+    {CG_CFG_CACHE_CAPACITY, "CG_CACHE_CAPACITY",
+     {"HOROVOD_CACHE_CAPACITY", NULL}, CG__T_INT, "1024",
+     CG__OFF(cache_capacity), NULL, 0, 1048576, 0,
+     "Horovod shim: names the response cache keeps (same value on every "
+     "rank); a cached name is negotiated by one bit instead of a record. "
+     "0 disables the cache."},
+    {CG_CFG_STALL_CHECK_TIME, "CG_STALL_CHECK_TIME",
+     {"HOROVOD_STALL_CHECK_TIME_SECONDS", NULL}, CG__T_DURATION, "60s",
+     CG__OFF(stall_check_ns), NULL, 0, 0, 1000000000ull,
+     "Horovod shim: rank 0 warns, at most once per this period, about "
+     "tensors some ranks enqueued and others have not for this long, "
+     "naming the missing ranks (bare number: seconds)."},
+    {CG_CFG_STALL_SHUTDOWN_TIME, "CG_STALL_SHUTDOWN_TIME",
+     {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", NULL}, CG__T_DURATION, "0",
+     CG__OFF(stall_shutdown_ns), NULL, 0, 0, 1000000000ull,
+     "Horovod shim: a stall this long stops the core on every rank and "
+     "fails pending requests with the stalled tensors and missing ranks "
+     "(bare number: seconds; 0: never)."},
+    {CG_CFG_STALL_CHECK_DISABLE, "CG_STALL_CHECK_DISABLE",
+     {"HOROVOD_STALL_CHECK_DISABLE", NULL}, CG__T_BOOL, "0",
+     CG__OFF(stall_check_disable), NULL, 0, 0, 0,
+     "Horovod shim: 1 turns the stall inspector off (no warnings, no "
+     "stall shutdown)."},
+    {CG_CFG_METRICS_FILE, "CG_METRICS_FILE", {NULL, NULL}, CG__T_STRING, "",
+     CG__OFF(metrics_file), NULL, 0, 255, 0,
+     "Prometheus text-format metrics file (node_exporter's textfile "
+     "collector), rewritten atomically every CG_METRICS_PERIOD and at "
+     "shutdown by the Horovod shim; %r is replaced by the rank; empty: "
+     "none."},
+    {CG_CFG_METRICS_PERIOD, "CG_METRICS_PERIOD", {NULL, NULL},
+     CG__T_DURATION, "1s", CG__OFF(metrics_period_ns), NULL, 0, 0,
+     1000000000ull,
+     "How often CG_METRICS_FILE is rewritten (bare number: seconds; at "
+     "least 10ms)."},
+    {CG_CFG_CPU_OPERATIONS, "CG_CPU_OPERATIONS",
+     {"HOROVOD_CPU_OPERATIONS", NULL}, CG__T_ENUM, "COLLGUARD",
+     CG__OFF(cpu_operations), cg__cpu_ops, 0, 0, 0,
+     "Horovod shim: backend of host tensors: COLLGUARD (own collectives "
+     "over CG_TRANSPORT, any launcher) or MPI (MPI_Allreduce/MPI_Bcast; "
+     "needs a launch by mpirun). Any case; Horovod's GLOO and CCL are not "
+     "available."},
+    {CG_CFG_GPU_OPERATIONS, "CG_GPU_OPERATIONS",
+     {"HOROVOD_GPU_OPERATIONS", NULL}, CG__T_ENUM, "AUTO",
+     CG__OFF(gpu_operations), cg__gpu_ops, 0, 0, 0,
+     "Horovod shim: backend of CUDA tensors: NCCL, MPI or COLLGUARD (both "
+     "host-staged); AUTO: NCCL when built with NCCL, else COLLGUARD."},
+    {CG_CFG_TIMELINE, "CG_TIMELINE", {"HOROVOD_TIMELINE", NULL},
+     CG__T_STRING, "", CG__OFF(timeline), NULL, 0, 1023, 0,
+     "Horovod shim: rank 0 writes a Chrome trace (JSON, opens in Perfetto) "
+     "of negotiation, fused collectives and governor counters to this "
+     "file; DYNAMIC: only between horovod_start_timeline and "
+     "horovod_stop_timeline; empty: no timeline."},
+    {CG_CFG_TIMELINE_MARK_CYCLES, "CG_TIMELINE_MARK_CYCLES",
+     {"HOROVOD_TIMELINE_MARK_CYCLES", NULL}, CG__T_BOOL, "0",
+     CG__OFF(timeline_mark_cycles), NULL, 0, 0, 0,
+     "Horovod shim: 1 adds a CYCLE_START instant per background cycle to "
+     "the timeline."},
+    {CG_CFG_TIMELINE_COUNTER_PERIOD, "CG_TIMELINE_COUNTER_PERIOD",
+     {NULL, NULL}, CG__T_DURATION, "100ms",
+     CG__OFF(timeline_counter_period_ns), NULL, 0, 0, 1000000ull,
+     "Horovod shim: how often the timeline records counters (free memory, "
+     "budget, fusion buffer, chunk, pressure; bare number: ms); 0: every "
+     "cycle."},
 };
 
 static const char *cg__accepted_form(const cg__field_t *f, char *buf,
@@ -167,12 +235,16 @@ static const char *cg__accepted_form(const cg__field_t *f, char *buf,
     case CG__T_DURATION:
         return "a duration: 500ms, 5s, 2m (a bare number in the documented "
                "unit)";
+    case CG__T_BOOL:
+        return "a boolean: 1, 0, true, false, yes, no, on, off";
     case CG__T_INT:
         snprintf(buf, len, "an integer from %lld to %lld",
                  (long long)f->min, (long long)f->max);
         return buf;
-    case CG__T_STRING:
-        return "a string of at most 63 characters";
+    case CG__T_STRING: /* max: longest value (0: 63, socket_ifname) */
+        snprintf(buf, len, "a string of at most %lld characters",
+                 (long long)(f->max > 0 ? f->max : 63));
+        return buf;
     }
     return "?";
 }
@@ -206,6 +278,8 @@ static bool cg__parse_field(const cg__field_t *f, const char *value,
         return cg_parse_fraction(value, (double *)dst);
     case CG__T_DURATION:
         return cg_parse_duration(value, f->bare_unit_ns, (uint64_t *)dst);
+    case CG__T_BOOL:
+        return cg_parse_bool(value, (bool *)dst);
     case CG__T_INT: {
         int64_t v;
         if (!cg_parse_int(value, f->min, f->max, &v))
@@ -217,7 +291,7 @@ static bool cg__parse_field(const cg__field_t *f, const char *value,
         return true;
     }
     case CG__T_STRING:
-        if (strlen(value) >= sizeof(cfg->socket_ifname))
+        if (strlen(value) > (f->max > 0 ? (size_t)f->max : 63))
             return false;
         strcpy(dst, value);
         return true;
@@ -254,6 +328,15 @@ static cg_status_t cg__config_check(const cg_config_t *cfg)
                             cfg->timeout_ns / 1e9);
     if (cfg->probe_interval_ns == 0)
         return cg_error_set(CG_ERR_CONFIG, "CG_PROBE_INTERVAL must be > 0");
+    if (cfg->stall_check_ns < 1000000ull)
+        return cg_error_set(CG_ERR_CONFIG, "CG_STALL_CHECK_TIME (or "
+                            "HOROVOD_STALL_CHECK_TIME_SECONDS) must be at "
+                            "least 1ms (got %.3fms); CG_STALL_CHECK_DISABLE=1 "
+                            "turns the check off", cfg->stall_check_ns / 1e6);
+    if (cfg->metrics_period_ns < 10000000ull)
+        return cg_error_set(CG_ERR_CONFIG, "CG_METRICS_PERIOD must be at "
+                            "least 10ms (got %.3fms)",
+                            cfg->metrics_period_ns / 1e6);
     if (cfg->oom_window_ns < cfg->probe_interval_ns)
         return cg_error_set(CG_ERR_CONFIG,
                             "CG_OOM_WINDOW must be at least "
@@ -385,6 +468,9 @@ static void cg__format_value(const cg__field_t *f, const cg_config_t *cfg,
             snprintf(buf, len, "%gms", ns / 1e6);
         return;
     }
+    case CG__T_BOOL:
+        snprintf(buf, len, "%d", *(const bool *)src ? 1 : 0);
+        return;
     case CG__T_INT:
         if (f->id == CG_CFG_FAULT_ALLOC)
             snprintf(buf, len, "%llu",

@@ -69,6 +69,17 @@ typedef enum {
     CG_CFG_DYNAMIC_PROCESS_SETS,
     CG_CFG_CYCLE_TIME,
     CG_CFG_DUPLICATE_POLICY,
+    CG_CFG_CACHE_CAPACITY,
+    CG_CFG_STALL_CHECK_TIME,
+    CG_CFG_STALL_SHUTDOWN_TIME,
+    CG_CFG_STALL_CHECK_DISABLE,
+    CG_CFG_METRICS_FILE,
+    CG_CFG_METRICS_PERIOD,
+    CG_CFG_CPU_OPERATIONS,
+    CG_CFG_GPU_OPERATIONS,
+    CG_CFG_TIMELINE,
+    CG_CFG_TIMELINE_MARK_CYCLES,
+    CG_CFG_TIMELINE_COUNTER_PERIOD,
     CG_CFG_COUNT
 } cg_config_id_t;
 
@@ -98,6 +109,17 @@ typedef struct cg_config {
     int dynamic_process_sets;    /* Horovod ABI: add/remove allowed */
     uint64_t cycle_time_ns;      /* Horovod shim: background cycle */
     int duplicate_policy;        /* cg_dup_policy_t */
+    int cache_capacity;          /* Horovod shim: response cache slots */
+    uint64_t stall_check_ns;     /* stall warning after this long */
+    uint64_t stall_shutdown_ns;  /* 0: never shut down on a stall */
+    bool stall_check_disable;
+    char metrics_file[256];      /* Prometheus textfile; "": none */
+    uint64_t metrics_period_ns;  /* how often it is rewritten */
+    int cpu_operations;          /* cg_backend_kind_t: host tensors */
+    int gpu_operations;          /* cg_backend_kind_t: CUDA tensors */
+    char timeline[1024];         /* Chrome trace path, "DYNAMIC" or "" */
+    bool timeline_mark_cycles;   /* CYCLE_START instants */
+    uint64_t timeline_counter_period_ns; /* counter events; 0: per cycle */
     /* Which fields were set from the environment (by name or alias). */
     bool set_by_user[CG_CFG_COUNT];
 } cg_config_t;

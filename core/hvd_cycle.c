@@ -13,6 +13,9 @@
 
 #include "core/base/error.h"
 #include "core/hvd_core.h"
+#include "core/hvd_gpu.h"
+#include "core/hvd_metrics.h"
+#include "core/hvd_timeline.h"
 
 static uint64_t cg__now_ns(void)
 {
@@ -21,12 +24,24 @@ static uint64_t cg__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Under the lock: sleeps until t_end or a stop. */
+/* Under the lock: whether the next cycle should start without waiting
+ * out CG_CYCLE_TIME. A thread blocked in cg_hvd_wait adds nothing more to
+ * this cycle's fusion window (a framework waits once its backward pass has
+ * enqueued everything), so waiting would only add latency; unless the last
+ * cycle made no progress and nothing new came: then the wait is for a name
+ * other ranks have not enqueued yet, and cycling faster would only spin. */
+static bool cg__hurry(const cg_hvd_core_t *core)
+{
+    return core->waiters > 0 &&
+           (core->progressed || !cg_list_empty(&core->inbox));
+}
+
+/* Under the lock: sleeps until t_end, a stop or a reason to hurry. */
 static void cg__sleep_until(cg_hvd_core_t *core, uint64_t t_end)
 {
     struct timespec ts = {(time_t)(t_end / 1000000000ull),
                           (long)(t_end % 1000000000ull)};
-    while (!core->stop && cg__now_ns() < t_end)
+    while (!core->stop && !cg__hurry(core) && cg__now_ns() < t_end)
         pthread_cond_timedwait(&core->wake_cond, &core->lock, &ts);
 }
 
@@ -52,7 +67,7 @@ void *cg_hvd_cycle_main(void *arg)
         cg_list_t *before = core->owned.prev;
         size_t n_new = 0;
         int stop_rank;
-        bool stop;
+        bool stop, progressed;
         cg_status_t st;
 
         pthread_mutex_lock(&core->lock);
@@ -65,6 +80,7 @@ void *cg_hvd_cycle_main(void *arg)
         stop = core->stop;
         pthread_mutex_unlock(&core->lock);
 
+        cg_hvd_tl_cycle_start(core);
         st = cg_hvd_negotiate(core, before->next, n_new, stop, &stop_rank);
         if (st == CG_OK && stop_rank >= 0) {
             snprintf(msg, sizeof(msg), "the collective core was shut down "
@@ -73,6 +89,7 @@ void *cg_hvd_cycle_main(void *arg)
             cg__die(core, CG_ERR_CANCELED, msg);
             break;
         }
+        progressed = n_new > 0 || core->ready_len > 0;
         if (st == CG_OK)
             st = cg_hvd_execute(core);
         if (st != CG_OK) {
@@ -83,8 +100,11 @@ void *cg_hvd_cycle_main(void *arg)
             break;
         }
         (void)cg_governor_tick(core->gov);
+        cg_hvd_metrics_tick(core);
+        cg_hvd_tl_cycle_end(core);
         pthread_mutex_lock(&core->lock);
         cg_hvd_stats_publish(core);
+        core->progressed = progressed;
         cg__sleep_until(core, t0 + core->cycle_ns);
         pthread_mutex_unlock(&core->lock);
     }
@@ -113,8 +133,6 @@ static void cg__free_buffers(cg_hvd_core_t *core)
                      core->xbuf_len);
     cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->ready,
                      core->ready_cap * sizeof(*core->ready));
-    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->hdr,
-                     (size_t)core->size * 3 * sizeof(int64_t));
     while (!cg_list_empty(&core->warned)) {
         cg_list_t *l = core->warned.next;
         cg_list_del(l);
@@ -169,6 +187,7 @@ cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
     core->cycle_ns = ctx->cfg.cycle_time_ns;
     core->dup_policy = (cg_dup_policy_t)ctx->cfg.duplicate_policy;
     cg_list_init(&core->inbox);
+    cg_hvd_queue_init(core);
     for (int b = 0; b < CG_HVD_BUCKETS; b++) {
         cg_list_init(&core->registry[b]);
         cg_list_init(&core->tab_buckets[b]);
@@ -176,21 +195,26 @@ cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
     cg_list_init(&core->warned);
     cg_list_init(&core->owned);
     cg_list_init(&core->table);
+    st = cg_hvd_gpu_create(core, &core->gpu);
+    if (st != CG_OK)
+        goto err_free;
     st = cg__sync_init(core);
     if (st != CG_OK)
         goto err_free;
-    st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
-                           (size_t)core->size * 3 * sizeof(int64_t),
-                           (void **)&core->hdr);
+    st = cg_hvd_metrics_start(core);
     if (st != CG_OK)
         goto err_sync;
     st = cg__connect(core);
     if (st != CG_OK)
-        goto err_hdr;
+        goto err_metrics;
+    st = cg_hvd_backends_create(core);
+    if (st != CG_OK)
+        goto err_comm;
+    cg_hvd_timeline_init(core);
     if (pthread_create(&core->thread, NULL, cg_hvd_cycle_main, core) != 0) {
         st = cg_error_set(CG_ERR_NO_MEMORY, "cg_hvd_core_create: "
                           "pthread_create: %m");
-        goto err_comm;
+        goto err_backends;
     }
     cg_info(core->log, "hvd core ready: %d ranks, cycle %.3f ms, transport "
             "%s", core->size, core->cycle_ns / 1e6,
@@ -198,17 +222,20 @@ cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
     *core_p = core;
     return CG_OK;
 
+err_backends:
+    cg_hvd_timeline_fini(core);
+    cg_hvd_backends_destroy(core);
 err_comm:
     cg_comm_destroy(core->comm);
     cg_transport_destroy(core->tp);
-err_hdr:
-    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->hdr,
-                     (size_t)core->size * 3 * sizeof(int64_t));
+err_metrics:
+    cg_hvd_metrics_stop(core, false);
 err_sync:
     pthread_cond_destroy(&core->wake_cond);
     pthread_cond_destroy(&core->done_cond);
     pthread_mutex_destroy(&core->lock);
 err_free:
+    cg_hvd_gpu_destroy(core->gpu);
     cg_governor_free(ctx->gov, CG_MEM_CAT_CONTROL, core, sizeof(*core));
     return st;
 }
@@ -222,9 +249,14 @@ void cg_hvd_core_destroy(cg_hvd_core_h core)
     pthread_cond_broadcast(&core->wake_cond);
     pthread_mutex_unlock(&core->lock);
     pthread_join(core->thread, NULL);
+    cg_hvd_timeline_fini(core);
     cg_hvd_fail_all(core, CG_ERR_CANCELED, "the collective core was shut "
                     "down with this request pending");
+    cg_hvd_queue_fini(core);
+    cg_hvd_metrics_stop(core, true);
     cg__free_buffers(core);
+    cg_hvd_backends_destroy(core);
+    cg_hvd_gpu_destroy(core->gpu);
     cg_comm_destroy(core->comm);
     cg_transport_destroy(core->tp);
     pthread_cond_destroy(&core->wake_cond);

@@ -56,8 +56,11 @@ typedef struct cg_hvd_tensor {
     const void *input;
     void *output;
     unsigned flags; /* CG_HVD_REQUIRES_GRAD | CG_HVD_IS_LEAF */
-    /* -1: host memory (the default); >= 0: that CUDA device, which this
-     * increment rejects with CG_ERR_UNSUPPORTED. */
+    /* -1: host memory (the default); >= 0: device memory of that CUDA
+     * device (one device per rank). Refused at enqueue with
+     * CG_ERR_UNSUPPORTED in a build without CUDA, CG_ERR_NO_DEVICE where
+     * no GPU is usable. The input must be ready at enqueue (synchronise
+     * the stream that produced it); the output is ready once done. */
     int device;
 } cg_hvd_tensor_t;
 
@@ -71,6 +74,10 @@ typedef struct cg_hvd_stats {
     uint64_t duplicates;         /* enqueues coalesced onto a name */
     uint64_t mismatches;         /* names failed by cross-rank validation */
     uint64_t fusion_bytes;       /* fusion buffer agreed in the last cycle */
+    uint64_t fused_bytes;        /* bytes the fused_calls carried */
+    uint64_t cache_hits;         /* requests negotiated by a cache bit */
+    uint64_t full_rounds;        /* cycles that exchanged request records */
+    uint64_t stalls_warned;      /* stall warnings (rank 0 logs them) */
 } cg_hvd_stats_t;
 
 /* Collective over the ctx's bootstrap (ctx created with
@@ -86,6 +93,17 @@ CG_API void cg_hvd_core_destroy(cg_hvd_core_h core);
 CG_API void cg_hvd_core_stats(cg_hvd_core_h core, cg_hvd_stats_t *stats);
 CG_API int cg_hvd_core_rank(cg_hvd_core_h core);
 CG_API int cg_hvd_core_size(cg_hvd_core_h core);
+
+/* The timeline (a Chrome trace JSON file that rank 0 writes; see
+ * CG_TIMELINE / HOROVOD_TIMELINE): start writing to path (truncated; the
+ * file being written: only mark_cycles changes; another: the current one
+ * is closed first), or stop and close it. Call on every rank, as Horovod;
+ * ranks other than 0 only check. Any thread. CG_ERR_CONFIG when the core
+ * was created without CG_TIMELINE set (DYNAMIC: nothing is written until
+ * started); CG_ERR_IO when rank 0 cannot create the file. */
+CG_API cg_status_t cg_hvd_timeline_start(cg_hvd_core_h core, const char *path,
+                                         int mark_cycles);
+CG_API cg_status_t cg_hvd_timeline_stop(cg_hvd_core_h core);
 
 /* output = postscale * op over ranks of (prescale * input). A second
  * enqueue of a name in flight: see CG_DUPLICATE_POLICY. Errors at enqueue
