@@ -65,6 +65,7 @@ typedef enum {
     CG_CFG_TIMEOUT,
     CG_CFG_SOCKET_IFNAME,
     CG_CFG_SOCKET_NSOCKS,
+    CG_CFG_UCX_SHM_ZCOPY,
     CG_CFG_ALGO,
     CG_CFG_DYNAMIC_PROCESS_SETS,
     CG_CFG_CYCLE_TIME,
@@ -105,6 +106,7 @@ typedef struct cg_config {
     uint64_t timeout_ns;
     char socket_ifname[64];
     int socket_nsocks;
+    bool ucx_shm_zcopy;          /* UCX endpoints on one host: zero copy */
     cg_coll_algo_t algo;         /* collective algorithm choice */
     int dynamic_process_sets;    /* Horovod ABI: add/remove allowed */
     uint64_t cycle_time_ns;      /* Horovod shim: background cycle */

@@ -149,7 +149,8 @@ static cg_status_t cg__connect(cg_hvd_core_t *core)
     cg_transport_params_t tp = {cfg->transport, cg_bootstrap_cookie(bs),
                                 core->rank, cfg->timeout_ns,
                                 cfg->socket_ifname, cfg->socket_nsocks,
-                                core->log, cg_governor_mem_ops(core->gov)};
+                                core->log, cg_governor_mem_ops(core->gov),
+                                cfg->ucx_shm_zcopy};
     cg_comm_params_t cp = {bs, NULL, core->gov, cfg, core->log};
     cg_status_t st;
 

@@ -58,6 +58,11 @@ typedef struct cg_transport_params {
     int nsocks;               /* sockets per TCP connection, >= 1 */
     const cg_log_t *log;      /* may be NULL */
     cg_mem_ops_t mem;         /* accounted allocator for all buffers */
+    /* UCX: 1 lets endpoints to peers on this host go without UCX error
+     * handling when all their lanes are shared memory (zero-copy CMA; the
+     * control socket watches the peer; see ucx_mode.c); 0: UCX peer
+     * error handling on every endpoint. */
+    int ucx_shm_zcopy;
 } cg_transport_params_t;
 
 cg_status_t cg_transport_create(const cg_transport_params_t *params,

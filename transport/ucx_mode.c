@@ -139,12 +139,14 @@ static int cg__ucx_key_known(const uint8_t *key)
 void cg__ucx_mode_init(cg_ucx_tp_t *tp)
 {
     cg__ucx_host_key(tp->host_key);
-    tp->shm = cg__ucx_context_has_shm(tp);
+    /* Only offered when asked for: both sides must offer it. */
+    tp->shm = tp->super.params.ucx_shm_zcopy && cg__ucx_context_has_shm(tp);
     if (!cg__ucx_key_known(tp->host_key))
         cg_debug(tp->log, "ucx: cannot read /proc/sys/kernel/random/boot_id; "
                  "every endpoint keeps ucx peer error handling");
-    cg_debug(tp->log, "ucx: shared memory %s",
-             tp->shm ? "offered" : "not offered");
+    cg_debug(tp->log, "ucx: zero-copy shared-memory endpoints %s",
+             tp->shm ? "offered" : "not offered (CG_UCX_SHM_ZCOPY=0 or no "
+             "shared-memory transport)");
 }
 
 static uint32_t cg__ucx_flags_word(const uint8_t *p)

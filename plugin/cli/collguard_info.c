@@ -77,6 +77,7 @@ static void cg__transport_line(cg_ctx_h ctx, cg_transport_kind_t kind,
     tp.timeout_ns = ctx->cfg.timeout_ns;
     tp.ifname = ctx->cfg.socket_ifname;
     tp.nsocks = ctx->cfg.socket_nsocks;
+    tp.ucx_shm_zcopy = ctx->cfg.ucx_shm_zcopy;
     tp.log = NULL; /* failures are reported on this line instead */
     tp.mem = cg_governor_mem_ops(ctx->gov);
     if (cg_transport_create(&tp, &t) != CG_OK) {

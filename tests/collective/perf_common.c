@@ -146,6 +146,7 @@ static int perf_setup(const perf_opts_t *o, perf_job_t *job)
                         cg_bootstrap_env(job->bs)->local_size != job->size
                     ? job->ctx->cfg.socket_ifname : "lo";
     tp.nsocks = job->ctx->cfg.socket_nsocks;
+    tp.ucx_shm_zcopy = job->ctx->cfg.ucx_shm_zcopy;
     tp.log = &job->ctx->log;
     tp.mem = cg_governor_mem_ops(job->ctx->gov);
     st = cg_transport_create(&tp, &job->tp);

@@ -55,7 +55,7 @@ static int coll_setup(coll_rank_t *cr, const char *timeout,
         return st;
     tp = (cg_transport_params_t){CG_TRANSPORT_SOCKET, cg_bootstrap_cookie(bs),
                                  cr->rank, cr->ctx->cfg.timeout_ns, "lo", 1,
-                                 NULL, cg_governor_mem_ops(cr->ctx->gov)};
+                                 NULL, cg_governor_mem_ops(cr->ctx->gov), 0};
     if ((st = cg_transport_create(&tp, &t)) != CG_OK)
         return st;
     cg_comm_params_t p = {bs, t, cr->ctx->gov, &cr->ctx->cfg, NULL};

@@ -54,7 +54,9 @@ static cg_transport_t *perf_transport(const perf_opts_t *o, int rank)
     cg_transport_params_t p = {
         .kind = o->kind, .cookie = 0x9e7f, .rank = rank,
         .timeout_ns = 60000000000ull, .ifname = "lo", .nsocks = o->nsocks,
-        .log = NULL, .mem = {perf_alloc, perf_free, NULL}};
+        .log = NULL, .mem = {perf_alloc, perf_free, NULL},
+        .ucx_shm_zcopy = getenv("CG_UCX_SHM_ZCOPY") != NULL &&
+                         strcmp(getenv("CG_UCX_SHM_ZCOPY"), "1") == 0};
     cg_transport_t *tp;
 
     if (cg_transport_create(&p, &tp) != CG_OK) {

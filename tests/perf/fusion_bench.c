@@ -383,7 +383,8 @@ static int comm_make(bench_t *b)
     cg_transport_params_t tp = {cfg->transport, cg_bootstrap_cookie(ctx->bs),
                                 b->rank, cfg->timeout_ns, cfg->socket_ifname,
                                 cfg->socket_nsocks, &ctx->log,
-                                cg_governor_mem_ops(ctx->gov)};
+                                cg_governor_mem_ops(ctx->gov),
+                                cfg->ucx_shm_zcopy};
     cg_comm_params_t cp = {ctx->bs, NULL, ctx->gov, cfg, &ctx->log};
     cg_status_t st;
 

@@ -83,6 +83,19 @@ Test(ucx_mode_tcp, tcp_lanes_keep_peer_error_handling, .init = use_tcp,
     mode_and_data(0);
 }
 
+static void zcopy_off(void)
+{
+    setenv("CG_TEST_UCX_SHM_ZCOPY", "0", 1);
+}
+
+/* CG_UCX_SHM_ZCOPY=0 (the default): same host and shared memory, yet
+ * every endpoint keeps UCX peer error handling. */
+Test(ucx_mode_off, zcopy_off_keeps_peer_error_handling, .init = zcopy_off,
+     .timeout = 30)
+{
+    mode_and_data(0);
+}
+
 static void fake_tp(cg_ucx_tp_t *tp, int shm, uint8_t key_byte)
 {
     memset(tp, 0, sizeof(*tp));

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -72,6 +73,10 @@ cg_transport_params_t tu_params(tu_mem_t *mem, cg_log_t *log, int rank,
     p.timeout_ns = timeout_ns;
     p.ifname = "lo";
     p.nsocks = 1;
+    /* The UCX tests run the zero-copy shared-memory mode (the one with more
+     * to get wrong) unless CG_TEST_UCX_SHM_ZCOPY=0 asks for peer mode. */
+    p.ucx_shm_zcopy = getenv("CG_TEST_UCX_SHM_ZCOPY") == NULL ||
+                      strcmp(getenv("CG_TEST_UCX_SHM_ZCOPY"), "0") != 0;
     p.log = log;
     p.mem = tu_mem_ops(mem);
     return p;
