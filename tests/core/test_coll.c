@@ -79,6 +79,60 @@ static void body_inplace(coll_rank_t *cr, void *arg)
     }
 }
 
+/* In place, the ring's extra memory is bounded by the chunk, not by the
+ * message: a 16 MiB allreduce may hold at most two receive slots of one
+ * chunk each plus recursive doubling's 64 KiB (CG_MEM_CAT_RING peak). */
+#define BIG_COUNT (4u << 20) /* f32: 16 MiB */
+static void body_bounded(coll_rank_t *cr, void *arg)
+{
+    float *buf = malloc(BIG_COUNT * sizeof(float));
+    cg_governor_snapshot_t snap;
+    uint64_t bound;
+    (void)arg;
+    if (buf == NULL) {
+        cr->rep->status = CG_ERR_NO_MEMORY;
+        return;
+    }
+    for (uint32_t i = 0; i < BIG_COUNT; i++)
+        buf[i] = (float)((i + (uint32_t)cr->rank) % 13);
+    report(cr, cg_allreduce(cr->comm, buf, buf, BIG_COUNT, CG_DTYPE_F32,
+                            CG_OP_SUM, 1.0, 1.0), coll_now_s());
+    for (uint32_t i = 0; i < BIG_COUNT && cr->rep->status == CG_OK; i++) {
+        float want = 0;
+        for (int r = 0; r < cr->size; r++)
+            want += (float)((i + (uint32_t)r) % 13);
+        if (buf[i] != want) {
+            cr->rep->status = CG_ERR_INTERNAL;
+            snprintf(cr->rep->msg, sizeof(cr->rep->msg), "element %u is %g, "
+                     "want %g", i, buf[i], want);
+        }
+    }
+    cg_governor_snapshot(cr->ctx->gov, &snap);
+    bound = 2 * cr->ctx->cfg.chunk_size + 65536;
+    if (cr->rep->status == CG_OK &&
+        (snap.peak_bytes[CG_MEM_CAT_RING] > bound ||
+         snap.peak_bytes[CG_MEM_CAT_RING] == 0)) {
+        cr->rep->status = CG_ERR_INTERNAL;
+        snprintf(cr->rep->msg, sizeof(cr->rep->msg), "ring memory peaked at "
+                 "%llu bytes for a 16 MiB in-place allreduce; the bound is "
+                 "%llu (2 chunks + 64 KiB)",
+                 (unsigned long long)snap.peak_bytes[CG_MEM_CAT_RING],
+                 (unsigned long long)bound);
+    }
+    free(buf);
+}
+
+Test(coll, in_place_ring_memory_is_bounded_by_the_chunk, .timeout = 120)
+{
+    int status[3];
+    coll_report_t *rep = coll_job_run(3, "20s", "ring", body_bounded, NULL,
+                                      coll_scaled_s(90), status);
+    for (int r = 0; r < 3; r++)
+        cr_assert_eq(rep[r].status, CG_OK, "rank %d: %s: %s", r,
+                     cg_status_name(rep[r].status), rep[r].msg);
+    coll_job_free(rep, 3);
+}
+
 Test(coll, in_place_ring_with_uneven_segments, .timeout = 60)
 {
     int status[4];
