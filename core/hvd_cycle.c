@@ -105,7 +105,11 @@ void *cg_hvd_cycle_main(void *arg)
         pthread_mutex_lock(&core->lock);
         cg_hvd_stats_publish(core);
         core->progressed = progressed;
-        cg__sleep_until(core, t0 + core->cycle_ns);
+        /* After a cycle that ran something, a whole window from now (not
+         * from its start): a cycle that overran would otherwise start at
+         * once and cut the next batch in two while it is being enqueued. */
+        cg__sleep_until(core, (progressed ? cg__now_ns() : t0) +
+                                  core->cycle_ns);
         pthread_mutex_unlock(&core->lock);
     }
     return NULL;
