@@ -7,30 +7,13 @@
 #include "core/base/error.h"
 #include "core/base/parse.h"
 #include "core/config.h"
-
-/* A fake environment: NULL-terminated "NAME=value" list. */
-static const char *fake_getenv(void *arg, const char *name)
-{
-    const char *const *env = arg;
-    size_t n = strlen(name);
-    for (; *env != NULL; env++)
-        if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
-            return *env + n + 1;
-    return NULL;
-}
-
-static cg_status_t load(cg_config_t *cfg, const char *const *env)
-{
-    cg_log_t log;
-    cg_log_init(&log, CG_LOG_NONE, -1);
-    return cg_config_load(cfg, fake_getenv, (void *)env, env, &log);
-}
+#include "tests/core/config_env.h"
 
 Test(config, defaults_parse_and_are_documented)
 {
     const char *env[] = {NULL};
     cg_config_t cfg;
-    cr_assert_eq(load(&cfg, env), CG_OK);
+    cr_assert_eq(tc_config_load(&cfg, env), CG_OK);
     cr_assert_eq(cfg.fusion_threshold, 128ull << 20);
     cr_assert_eq(cfg.chunk_size, 4ull << 20);
     cr_assert_eq(cfg.chunk_min, 64ull << 10);
@@ -73,7 +56,7 @@ Test(config, malformed_value_names_variable_and_form)
 {
     const char *env[] = {"CG_MEM_RESERVE=abc", NULL};
     cg_config_t cfg;
-    cr_assert_eq(load(&cfg, env), CG_ERR_CONFIG);
+    cr_assert_eq(tc_config_load(&cfg, env), CG_ERR_CONFIG);
     cr_assert(strstr(cg_last_error(), "CG_MEM_RESERVE") != NULL, "%s",
               cg_last_error());
     cr_assert(strstr(cg_last_error(), "'abc'") != NULL, "%s", cg_last_error());
@@ -86,9 +69,9 @@ Test(config, negative_and_huge_are_errors_not_defaults)
     const char *neg[] = {"CG_CHUNK_SIZE=-4M", NULL};
     const char *huge[] = {"HOROVOD_FUSION_THRESHOLD=1e99", NULL};
     cg_config_t cfg;
-    cr_assert_eq(load(&cfg, neg), CG_ERR_CONFIG);
+    cr_assert_eq(tc_config_load(&cfg, neg), CG_ERR_CONFIG);
     cr_assert(strstr(cg_last_error(), "CG_CHUNK_SIZE") != NULL);
-    cr_assert_eq(load(&cfg, huge), CG_ERR_CONFIG);
+    cr_assert_eq(tc_config_load(&cfg, huge), CG_ERR_CONFIG);
     cr_assert(strstr(cg_last_error(), "HOROVOD_FUSION_THRESHOLD") != NULL,
               "%s", cg_last_error());
 }
@@ -98,7 +81,7 @@ Test(config, horovod_and_nccl_aliases)
     const char *env[] = {"HOROVOD_FUSION_THRESHOLD=67108864",
                          "NCCL_BUFFSIZE=2M", NULL};
     cg_config_t cfg;
-    cr_assert_eq(load(&cfg, env), CG_OK);
+    cr_assert_eq(tc_config_load(&cfg, env), CG_OK);
     cr_assert_eq(cfg.fusion_threshold, 64ull << 20);
     cr_assert_eq(cfg.nccl_buffsize, 2ull << 20);
     cr_assert(cfg.set_by_user[CG_CFG_FUSION_THRESHOLD]);
@@ -110,7 +93,7 @@ Test(config, cg_name_wins_over_alias)
     const char *env[] = {"CG_FUSION_THRESHOLD=0",
                          "HOROVOD_FUSION_THRESHOLD=64M", NULL};
     cg_config_t cfg;
-    cr_assert_eq(load(&cfg, env), CG_OK);
+    cr_assert_eq(tc_config_load(&cfg, env), CG_OK);
     cr_assert_eq(cfg.fusion_threshold, 0);
 }
 
@@ -119,9 +102,9 @@ Test(config, reserve_as_size_or_percentage)
     const char *pct[] = {"CG_MEM_RESERVE=10%", NULL};
     const char *abs[] = {"CG_MEM_RESERVE=2GiB", NULL};
     cg_config_t cfg;
-    cr_assert_eq(load(&cfg, pct), CG_OK);
+    cr_assert_eq(tc_config_load(&cfg, pct), CG_OK);
     cr_assert_eq(cg_config_resolve_size(&cfg.mem_reserve, 1000), 100);
-    cr_assert_eq(load(&cfg, abs), CG_OK);
+    cr_assert_eq(tc_config_load(&cfg, abs), CG_OK);
     cr_assert_eq(cg_config_resolve_size(&cfg.mem_reserve, 1000), 2ull << 30);
 }
 
@@ -130,15 +113,15 @@ Test(config, fractions_and_durations)
     const char *env[] = {"CG_MEM_FRACTION=0.5", "CG_OOM_WINDOW=2500ms",
                          "CG_PROBE_INTERVAL=20", "CG_TIMEOUT=1", NULL};
     cg_config_t cfg;
-    cr_assert_eq(load(&cfg, env), CG_OK);
+    cr_assert_eq(tc_config_load(&cfg, env), CG_OK);
     cr_assert_float_eq(cfg.mem_fraction, 0.5, 1e-12);
     cr_assert_eq(cfg.oom_window_ns, 2500000000ull);
     cr_assert_eq(cfg.probe_interval_ns, 20000000ull); /* bare ms */
     cr_assert_eq(cfg.timeout_ns, 1000000000ull);      /* bare s */
     const char *over[] = {"CG_MEM_FRACTION=150%", NULL};
-    cr_assert_eq(load(&cfg, over), CG_ERR_CONFIG);
+    cr_assert_eq(tc_config_load(&cfg, over), CG_ERR_CONFIG);
     const char *tiny[] = {"CG_TIMEOUT=10ms", NULL};
-    cr_assert_eq(load(&cfg, tiny), CG_ERR_CONFIG);
+    cr_assert_eq(tc_config_load(&cfg, tiny), CG_ERR_CONFIG);
     cr_assert(strstr(cg_last_error(), "at least 1s") != NULL);
 }
 
@@ -147,10 +130,10 @@ Test(config, enums_accept_names_only)
     const char *ok[] = {"CG_TRANSPORT=SOCKET", "CG_LOG_LEVEL=debug", NULL};
     const char *bad[] = {"CG_TRANSPORT=tcpp", NULL};
     cg_config_t cfg;
-    cr_assert_eq(load(&cfg, ok), CG_OK);
+    cr_assert_eq(tc_config_load(&cfg, ok), CG_OK);
     cr_assert_eq(cfg.transport, CG_TRANSPORT_SOCKET);
     cr_assert_eq(cfg.log_level, CG_LOG_DEBUG);
-    cr_assert_eq(load(&cfg, bad), CG_ERR_CONFIG);
+    cr_assert_eq(tc_config_load(&cfg, bad), CG_ERR_CONFIG);
     cr_assert(strstr(cg_last_error(), "one of auto, ucx, socket") != NULL,
               "%s", cg_last_error());
 }
@@ -160,9 +143,9 @@ Test(config, integer_bounds)
     const char *bad[] = {"CG_SOCKET_NSOCKS=0", NULL};
     const char *ok[] = {"CG_SOCKET_NSOCKS=4", "CG_FAULT_ALLOC=3", NULL};
     cg_config_t cfg;
-    cr_assert_eq(load(&cfg, bad), CG_ERR_CONFIG);
+    cr_assert_eq(tc_config_load(&cfg, bad), CG_ERR_CONFIG);
     cr_assert(strstr(cg_last_error(), "from 1 to 16") != NULL);
-    cr_assert_eq(load(&cfg, ok), CG_OK);
+    cr_assert_eq(tc_config_load(&cfg, ok), CG_OK);
     cr_assert_eq(cfg.socket_nsocks, 4);
     cr_assert_eq(cfg.fault_alloc, 3);
 }
@@ -172,7 +155,7 @@ Test(config, inconsistent_thresholds_rejected)
     const char *env[] = {"CG_PRESSURE_WARN=5%", "CG_PRESSURE_CRITICAL=10%",
                          NULL};
     cg_config_t cfg;
-    cr_assert_eq(load(&cfg, env), CG_ERR_CONFIG);
+    cr_assert_eq(tc_config_load(&cfg, env), CG_ERR_CONFIG);
     cr_assert(strstr(cg_last_error(), "CG_PRESSURE_CRITICAL") != NULL);
 }
 

@@ -14,31 +14,15 @@
 #include "core/base/error.h"
 #include "core/config.h"
 #include "core/hvd_backend.h"
+#include "tests/core/config_env.h"
 #include "tests/core/test_hvd_util.h"
-
-static const char *fake_getenv(void *arg, const char *name)
-{
-    const char *const *env = arg;
-    size_t n = strlen(name);
-    for (; *env != NULL; env++)
-        if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
-            return *env + n + 1;
-    return NULL;
-}
-
-static cg_status_t load(cg_config_t *cfg, const char *const *env)
-{
-    cg_log_t log;
-    cg_log_init(&log, CG_LOG_NONE, -1);
-    return cg_config_load(cfg, fake_getenv, (void *)env, env, &log);
-}
 
 Test(hvd_backend_config, defaults_are_collguard_and_auto)
 {
     const char *env[] = {NULL};
     cg_config_t cfg;
 
-    cr_assert_eq(load(&cfg, env), CG_OK, "%s", cg_last_error());
+    cr_assert_eq(tc_config_load(&cfg, env), CG_OK, "%s", cg_last_error());
     cr_assert_eq(cfg.cpu_operations, CG_BACKEND_COLLGUARD, "got %d",
                  cfg.cpu_operations);
     cr_assert_eq(cfg.gpu_operations, CG_BACKEND_AUTO, "got %d",
@@ -55,14 +39,14 @@ Test(hvd_backend_config, horovod_names_in_any_case)
                           "CG_GPU_OPERATIONS=MPI", NULL};
     cg_config_t cfg;
 
-    cr_assert_eq(load(&cfg, env), CG_OK, "%s", cg_last_error());
+    cr_assert_eq(tc_config_load(&cfg, env), CG_OK, "%s", cg_last_error());
     cr_assert_eq(cfg.cpu_operations, CG_BACKEND_MPI, "got %d",
                  cfg.cpu_operations);
     cr_assert_eq(cfg.gpu_operations, CG_BACKEND_NCCL, "got %d",
                  cfg.gpu_operations);
     cr_assert(cfg.set_by_user[CG_CFG_GPU_OPERATIONS]);
     /* The CG_ name wins over the Horovod alias. */
-    cr_assert_eq(load(&cfg, env2), CG_OK, "%s", cg_last_error());
+    cr_assert_eq(tc_config_load(&cfg, env2), CG_OK, "%s", cg_last_error());
     cr_assert_eq(cfg.cpu_operations, CG_BACKEND_COLLGUARD, "got %d",
                  cfg.cpu_operations);
     cr_assert_eq(cfg.gpu_operations, CG_BACKEND_MPI, "got %d",
@@ -75,11 +59,11 @@ Test(hvd_backend_config, gloo_is_refused_with_the_accepted_values)
     const char *env2[] = {"HOROVOD_GPU_OPERATIONS=ccl", NULL};
     cg_config_t cfg;
 
-    cr_assert_eq(load(&cfg, env), CG_ERR_CONFIG);
+    cr_assert_eq(tc_config_load(&cfg, env), CG_ERR_CONFIG);
     cr_assert_str_eq(cg_last_error(), "invalid value 'GLOO' for "
                      "HOROVOD_CPU_OPERATIONS: expected one of COLLGUARD, "
                      "MPI");
-    cr_assert_eq(load(&cfg, env2), CG_ERR_CONFIG);
+    cr_assert_eq(tc_config_load(&cfg, env2), CG_ERR_CONFIG);
     cr_assert_str_eq(cg_last_error(), "invalid value 'ccl' for "
                      "HOROVOD_GPU_OPERATIONS: expected one of COLLGUARD, "
                      "MPI, NCCL, AUTO");

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "tests/core/config_env.h"
 #include "tests/core/test_hvd_util.h"
 
 static double mult(void)
@@ -174,15 +175,6 @@ Test(hvd_stall, shutdown_fails_every_rank_with_the_stall, .timeout = 60)
     hj_free(rep, 3);
 }
 
-static const char *getenv_list(void *arg, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *const *e = arg; *e != NULL; e++)
-        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-            return *e + n + 1;
-    return NULL;
-}
-
 Test(hvd_stall, horovod_variables_set_the_inspector_and_the_cache)
 {
     static const char *const env[] = {
@@ -198,7 +190,7 @@ Test(hvd_stall, horovod_variables_set_the_inspector_and_the_cache)
     cr_assert_eq(cfg.stall_check_ns, 60000000000ull, "default %llu",
                  (unsigned long long)cfg.stall_check_ns);
     cr_assert_eq(cfg.cache_capacity, 1024, "default %d", cfg.cache_capacity);
-    cr_assert_eq(cg_config_load(&cfg, getenv_list, (void *)env, NULL, NULL),
+    cr_assert_eq(tc_config_load(&cfg, env),
                  CG_OK, "%s", cg_last_error());
     cr_assert_eq(cfg.stall_check_ns, 5000000000ull, "got %llu",
                  (unsigned long long)cfg.stall_check_ns);
@@ -206,7 +198,7 @@ Test(hvd_stall, horovod_variables_set_the_inspector_and_the_cache)
                  (unsigned long long)cfg.stall_shutdown_ns);
     cr_assert(cfg.stall_check_disable, "CHECK_DISABLE=true not read");
     cr_assert_eq(cfg.cache_capacity, 0, "got %d", cfg.cache_capacity);
-    cr_assert_eq(cg_config_load(&cfg, getenv_list, (void *)bad, NULL, NULL),
+    cr_assert_eq(tc_config_load(&cfg, bad),
                  CG_ERR_CONFIG, "a bad boolean was accepted");
     cr_assert(strstr(cg_last_error(), "HOROVOD_STALL_CHECK_DISABLE") != NULL,
               "%s", cg_last_error());
