@@ -249,6 +249,16 @@ void cg_timeline_op_start(cg_timeline_t *tl, const char *name, const char *op,
     pthread_mutex_unlock(&tl->lock);
 }
 
+/* Under lock: ends the tensor's open activity, if any (back to its op). */
+static void cg__activity_close(cg_timeline_t *tl, cg__tl_tensor_t *t,
+                               uint64_t t_ns)
+{
+    if (t->state == CG__TS_ACTIVITY) {
+        cg__event(tl, t, 'E', NULL, NULL, t_ns);
+        t->state = CG__TS_OP;
+    }
+}
+
 void cg_timeline_activity_start(cg_timeline_t *tl, const char *name,
                                 const char *activity, uint64_t t_ns)
 {
@@ -256,10 +266,7 @@ void cg_timeline_activity_start(cg_timeline_t *tl, const char *name,
 
     if (t == NULL)
         return;
-    if (t->state == CG__TS_ACTIVITY) {
-        cg__event(tl, t, 'E', NULL, NULL, t_ns);
-        t->state = CG__TS_OP;
-    }
+    cg__activity_close(tl, t, t_ns);
     if (t->state == CG__TS_OP) {
         cg__event(tl, t, 'B', activity, NULL, t_ns);
         t->state = CG__TS_ACTIVITY;
@@ -274,10 +281,7 @@ void cg_timeline_activity_end(cg_timeline_t *tl, const char *name,
 
     if (t == NULL)
         return;
-    if (t->state == CG__TS_ACTIVITY) {
-        cg__event(tl, t, 'E', NULL, NULL, t_ns);
-        t->state = CG__TS_OP;
-    }
+    cg__activity_close(tl, t, t_ns);
     pthread_mutex_unlock(&tl->lock);
 }
 
@@ -289,10 +293,7 @@ void cg_timeline_op_end(cg_timeline_t *tl, const char *name,
 
     if (t == NULL)
         return;
-    if (t->state == CG__TS_ACTIVITY) {
-        cg__event(tl, t, 'E', NULL, NULL, t_ns);
-        t->state = CG__TS_OP;
-    }
+    cg__activity_close(tl, t, t_ns);
     if (t->state == CG__TS_OP) {
         /* "dtype":"...","shape":"..." (each escaped, cut to fit). */
         w = CG__PUT(w, "\"dtype\":\"");
