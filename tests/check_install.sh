@@ -26,8 +26,10 @@ C
 pc=$(find "$dest" -name collguard.pc -printf '%h')
 export PKG_CONFIG_PATH=$pc
 san=""
-# A sanitizer build's library needs the consumer built the same way.
-if ldd "$(pkg-config --variable=libdir collguard)/libcollguard.so" | grep -q libasan; then
+# A sanitizer build's library needs the consumer built the same way. (grep
+# reads all of ldd's output: with -q it could exit first, and the SIGPIPE
+# that ldd then gets fails the pipeline under pipefail.)
+if ldd "$(pkg-config --variable=libdir collguard)/libcollguard.so" | grep libasan >/dev/null; then
   san="-fsanitize=address,undefined"
 fi
 cc -std=c11 -Wall -Wextra -Werror $san "$dest/consumer.c" $(pkg-config --cflags --libs collguard) -o "$dest/consumer"
