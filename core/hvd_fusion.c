@@ -213,14 +213,16 @@ static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
     }
     if (st == CG_OK && head->w.device >= 0) /* CUDA copies: wait once */
         st = cg_hvd_gpu_sync(core->gpu);
+    cg_hvd_complete_begin(core); /* one lock and one wake-up for all */
     for (size_t j = i; j < core->ready_len; j++) {
         cg_hvd_entry_t *e = core->ready[j];
         if (e->group != group)
             continue;
         e->done = true;
-        cg_hvd_req_complete(core, e->local, st,
-                            st == CG_OK ? NULL : cg_last_error());
+        cg_hvd_req_complete_locked(core, e->local, st,
+                                   st == CG_OK ? NULL : cg_last_error());
     }
+    cg_hvd_complete_end(core);
     cg_hvd_tl_fused(core, i, group, CG_HVD_TL_DONE, 0, NULL);
     return st;
 }

@@ -342,7 +342,14 @@ static bool cg__finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
         return false;
     }
     atomic_store_explicit(&req->done, 1, memory_order_release);
-    return req->waiters > 0;
+    if (req->waiters == 0)
+        return false;
+    /* Its waiters stop counting now, not when they get the lock back: a
+     * cycle that starts in between must not see them as still waiting
+     * (it would hurry into an empty negotiation round). */
+    core->waiters -= req->waiters;
+    req->waiters = 0;
+    return true;
 }
 
 void cg_hvd_stats_publish(cg_hvd_core_t *core)
@@ -425,14 +432,14 @@ cg_status_t cg_hvd_wait(cg_hvd_req_h req)
 
     if (!cg_hvd_poll(req)) {
         pthread_mutex_lock(&core->lock);
-        /* The cycle may start now instead of at its next tick. */
-        if (core->waiters++ == 0)
-            pthread_cond_signal(&core->wake_cond);
-        req->waiters++;
-        while (!atomic_load_explicit(&req->done, memory_order_acquire))
-            pthread_cond_wait(&core->done_cond, &core->lock);
-        req->waiters--;
-        core->waiters--;
+        if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
+            /* The cycle may start now instead of at its next tick. */
+            if (core->waiters++ == 0)
+                pthread_cond_signal(&core->wake_cond);
+            req->waiters++; /* both taken back by cg__finish */
+            while (!atomic_load_explicit(&req->done, memory_order_acquire))
+                pthread_cond_wait(&core->done_cond, &core->lock);
+        }
         pthread_mutex_unlock(&core->lock);
     }
     return req->status;
