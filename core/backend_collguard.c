@@ -45,6 +45,18 @@ static cg_status_t cg__cgbe_allreduce(cg_backend_t *super, const void *send,
                                           prescale, postscale));
 }
 
+static cg_status_t cg__cgbe_allreduce_staged(cg_backend_t *super, void *buf,
+                                             size_t count, cg_dtype_t dt,
+                                             cg_redop_t op, double prescale,
+                                             double postscale,
+                                             const cg_coll_stage_t *stage)
+{
+    cg__be_collguard_t *be = (cg__be_collguard_t *)super;
+
+    return cg__cgbe_done(be, cg_allreduce_staged(be->comm, buf, count, dt, op,
+                                                 prescale, postscale, stage));
+}
+
 static cg_status_t cg__cgbe_broadcast(cg_backend_t *super, void *buf,
                                       size_t count, cg_dtype_t dt, int root,
                                       cg_backend_mem_t mem)
@@ -70,6 +82,7 @@ static const cg_backend_ops_t cg__cgbe_ops = {
     .broadcast_activity = "COLLGUARD_BCAST",
     .allreduce = cg__cgbe_allreduce,
     .broadcast = cg__cgbe_broadcast,
+    .allreduce_staged = cg__cgbe_allreduce_staged,
     .destroy = cg__cgbe_destroy,
 };
 

@@ -31,9 +31,40 @@ cg_status_t cg_allreduce(cg_comm_t *comm, const void *sendbuf, void *recvbuf,
                          size_t count, cg_dtype_t dt, cg_redop_t op,
                          double prescale, double postscale);
 
+/* A buffer whose bytes the caller supplies as the collective first needs
+ * them and takes back as soon as they are final, so data moves between the
+ * caller's scattered memory and the collective while it is still in cache
+ * (the shim's fused tensors). fill(arg, off, len) must write
+ * buf[off, off + len); drain(arg, off, len) may read it. On success every
+ * byte is filled exactly once, before anything reads it, and drained
+ * exactly once, after it holds the result; ranges come in pieces, in no
+ * set order. On failure some ranges may never be filled or drained. */
+typedef struct cg_coll_stage {
+    void (*fill)(void *arg, size_t off, size_t len);
+    void (*drain)(void *arg, size_t off, size_t len);
+    void *arg;
+} cg_coll_stage_t;
+
+/* cg_allreduce in place on buf, whose contents come from stage->fill and
+ * go to stage->drain (see cg_coll_stage_t); the same results, bit for bit,
+ * as cg_allreduce(comm, buf, buf, ...) on the filled buffer. */
+cg_status_t cg_allreduce_staged(cg_comm_t *comm, void *buf, size_t count,
+                                cg_dtype_t dt, cg_redop_t op,
+                                double prescale, double postscale,
+                                const cg_coll_stage_t *stage);
+
 /* buf (count elements of dt) from root to every rank. No extra memory. */
 cg_status_t cg_broadcast(cg_comm_t *comm, void *buf, size_t count,
                          cg_dtype_t dt, int root);
+
+/* Every rank's block, back to back in rank order, into recvbuf on every
+ * rank: bytes[r] is rank r's block (0 allowed; the same array on every
+ * rank), recvbuf holds their sum. sendbuf (bytes[rank] bytes) may be
+ * recvbuf plus this rank's offset (in place); otherwise it must not
+ * overlap recvbuf. A ring, pieces forwarded as they land; no extra
+ * memory. Byte-level: no dtype. */
+cg_status_t cg_allgatherv(cg_comm_t *comm, const void *sendbuf,
+                          void *recvbuf, const size_t *bytes);
 
 /* The algorithm the ranks will use for this many bytes: "ring", "rd",
  * "chain", "tree" (the same on every rank; for tools and logs). */

@@ -6,7 +6,8 @@
  * Recursive doubling works on pieces of CG_COLL_SMALL_BYTES (a constant,
  * so the same on every rank) and always reduces the lower rank's data
  * first, so partners end with the same bits; its partner buffer is the
- * communicator's scratch. Layer: core; calls coll_xfer, coll_ring,
+ * communicator's scratch. Staged allreduces (cg_allreduce_staged) go to
+ * the ring piece by piece, to the others whole. Layer: core; calls coll_xfer, coll_ring,
  * reduce, comm.
  */
 #include <math.h>
@@ -157,21 +158,53 @@ static cg_status_t cg__allreduce_check(const cg_comm_t *comm,
     return CG_OK;
 }
 
-cg_status_t cg_allreduce(cg_comm_t *comm, const void *sendbuf, void *recvbuf,
-                         size_t count, cg_dtype_t dt, cg_redop_t op,
-                         double prescale, double postscale)
+void cg_coll_fill(const cg_coll_staging_t *sg, const void *p, size_t len)
+{
+    size_t off;
+
+    if (sg == NULL || len == 0)
+        return;
+    off = (size_t)((const uint8_t *)p - sg->base);
+    sg->stage->fill(sg->stage->arg, off, len);
+    if (sg->prescale != 1.0)
+        cg_scale(sg->base + off, len / cg_dtype_size(sg->dt), sg->dt,
+                 sg->prescale);
+}
+
+void cg_coll_drain(const cg_coll_staging_t *sg, const void *p, size_t len)
+{
+    if (sg != NULL && len > 0)
+        sg->stage->drain(sg->stage->arg,
+                         (size_t)((const uint8_t *)p - sg->base), len);
+}
+
+/* The algorithm on the checked arguments; sg: staged in place (only the
+ * ring stages piece by piece; the others take the whole buffer first). */
+static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
+                                     void *recvbuf, size_t count,
+                                     cg_dtype_t dt, cg_redop_t op,
+                                     double prescale, double postscale,
+                                     const cg_coll_staging_t *sg)
 {
     size_t bytes = count * cg_dtype_size(dt);
     cg_coll_op_t op_on_stack, *cop = &op_on_stack;
+    bool ring;
     cg_status_t st;
 
-    st = cg__allreduce_check(comm, sendbuf, recvbuf, count, dt, op, prescale,
-                             postscale);
-    if (st != CG_OK)
-        return st;
     st = cg_coll_op_begin(cop, comm, "allreduce");
     if (st != CG_OK || count == 0)
         return st;
+    ring = cg_comm_size(comm) > 1 &&
+           strcmp(cg_allreduce_algo(comm, bytes), "ring") == 0;
+    if (sg != NULL && !ring) {
+        cg_coll_fill(sg, recvbuf, bytes); /* prescaled there */
+        prescale = 1.0;
+    }
+    if (sg != NULL && ring) {
+        st = cg_ring_allreduce(cop, sendbuf, recvbuf, count, dt, op,
+                               postscale, sg);
+        return st;
+    }
     if (prescale != 1.0) {
         if (sendbuf == recvbuf)
             cg_scale(recvbuf, count, dt, prescale);
@@ -191,7 +224,40 @@ cg_status_t cg_allreduce(cg_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    postscale);
     } else {
         st = cg_ring_allreduce(cop, sendbuf, recvbuf, count, dt, op,
-                               postscale);
+                               postscale, NULL);
     }
+    if (st == CG_OK)
+        cg_coll_drain(sg, recvbuf, bytes);
     return st;
+}
+
+cg_status_t cg_allreduce(cg_comm_t *comm, const void *sendbuf, void *recvbuf,
+                         size_t count, cg_dtype_t dt, cg_redop_t op,
+                         double prescale, double postscale)
+{
+    cg_status_t st = cg__allreduce_check(comm, sendbuf, recvbuf, count, dt,
+                                         op, prescale, postscale);
+
+    if (st != CG_OK)
+        return st;
+    return cg__allreduce_run(comm, sendbuf, recvbuf, count, dt, op, prescale,
+                             postscale, NULL);
+}
+
+cg_status_t cg_allreduce_staged(cg_comm_t *comm, void *buf, size_t count,
+                                cg_dtype_t dt, cg_redop_t op,
+                                double prescale, double postscale,
+                                const cg_coll_stage_t *stage)
+{
+    cg_coll_staging_t sg = {stage, buf, dt, prescale};
+    cg_status_t st = cg__allreduce_check(comm, buf, buf, count, dt, op,
+                                         prescale, postscale);
+
+    if (st != CG_OK)
+        return st;
+    if (stage == NULL || stage->fill == NULL || stage->drain == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "allreduce: staged without "
+                            "fill and drain functions");
+    return cg__allreduce_run(comm, buf, buf, count, dt, op, prescale,
+                             postscale, &sg);
 }

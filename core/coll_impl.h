@@ -4,7 +4,8 @@
  * tag base and a pool of transfers) and the transfer helpers every
  * algorithm uses (post, test, wait, abort), which turn a transport failure
  * into an error naming the operation, the peer rank and the cause, and
- * bound a silent peer by CG_TIMEOUT. Layer: core; calls transport.h.
+ * bound a silent peer by CG_TIMEOUT; and the staging of an in-place
+ * operation (cg_allreduce_staged). Layer: core; calls transport.h.
  */
 #ifndef CG_CORE_COLL_IMPL_H
 #define CG_CORE_COLL_IMPL_H
@@ -15,6 +16,7 @@
 #include <time.h>
 
 #include "collguard/types.h"
+#include "core/coll.h"
 #include "core/comm.h"
 
 /* Transfers one operation may have outstanding at once. */
@@ -78,13 +80,29 @@ cg_status_t cg_coll_sendrecv(cg_coll_op_t *op, int speer, const void *sbuf,
  * the first error's message. Returns st. */
 cg_status_t cg_coll_abort(cg_coll_op_t *op, cg_status_t st);
 
+/* An in-place operation's staging (cg_allreduce_staged): the caller's
+ * stage with the prescale applied to each filled range. NULL where the
+ * buffer is already whole. */
+typedef struct cg_coll_staging {
+    const cg_coll_stage_t *stage;
+    uint8_t *base;
+    cg_dtype_t dt;
+    double prescale;
+} cg_coll_staging_t;
+
+/* buf[off, off + len) (p = base + off) filled / drained; no-ops without
+ * staging or for len 0. */
+void cg_coll_fill(const cg_coll_staging_t *sg, const void *p, size_t len);
+void cg_coll_drain(const cg_coll_staging_t *sg, const void *p, size_t len);
+
 /* Ring AllReduce of sendbuf into recvbuf (the same pointer: in place);
  * recursive doubling likewise (out of place, its first step reduces
  * straight from sendbuf). Inputs already prescaled; both
  * apply the average and postscale. On failure both have aborted op. */
 cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
                               void *recvbuf, size_t count, cg_dtype_t dt,
-                              cg_redop_t op_kind, double postscale);
+                              cg_redop_t op_kind, double postscale,
+                              const cg_coll_staging_t *sg);
 cg_status_t cg_rd_allreduce(cg_coll_op_t *op, const void *sendbuf,
                             void *recvbuf, size_t count, cg_dtype_t dt,
                             cg_redop_t op_kind, double postscale);

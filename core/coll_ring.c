@@ -15,7 +15,9 @@
  * is reduced. The all-gather's first step rides on the last
  * reduce-scatter step (each reduced piece of the rank's own segment goes
  * right at once, in pieces fixed by count and rank count); all-gather
- * pieces land straight in the result.
+ * pieces land straight in the result. Staged (cg_allreduce_staged), a
+ * range is filled right before this rank first reads it (its first send,
+ * or the reduction into it) and drained once final, piece by piece.
  * Layer: core; calls coll_xfer, reduce, governor, comm.
  */
 #include <string.h>
@@ -67,6 +69,7 @@ typedef struct cg__ring {
     size_t ag_piece;       /* all-gather piece: from count and n only */
     bool sock;             /* over sockets: larger pieces */
     size_t fixed_max;      /* pieces up to this fit every rank's slots */
+    const cg_coll_staging_t *sg; /* in place, filled / drained by range */
 } cg__ring_t;
 
 /* One reduce-scatter step: send src[0..slen) to the right in the pieces
@@ -74,6 +77,7 @@ typedef struct cg__ring {
  * piece as dst = piece op local (piece holds the ranks before this one). */
 typedef struct cg__ring_step {
     const uint8_t *src;
+    bool src_fill; /* src is first read here: filled piece by piece */
     size_t slen, credited, sent_idx, send_head;
     uint8_t *dst;
     const uint8_t *local;
@@ -183,6 +187,10 @@ static cg_status_t cg__ring_post_recvs(cg__ring_t *ring, cg__ring_step_t *st)
         s->off = st->posted;
         s->len = len;
         s->credit = len;
+        /* Staged (in place): each step reduces into a segment this rank
+         * has not read yet; its bytes are filled while the piece is on
+         * its way. */
+        cg_coll_fill(ring->sg, st->dst + s->off, len);
         status = cg_xfer_post(op, &op->x[CG__X_RDATA + i], false, ring->left,
                               s->buf, len, CG_COMM_TAG_DATA);
         if (status == CG_OK && !st->fixed)
@@ -260,6 +268,8 @@ static cg_status_t cg__ring_sends(cg__ring_t *ring, cg__ring_step_t *st)
            st->sent_idx - st->send_head < CG__RING_SENDS) {
         size_t len = st->slen - st->credited;
         len = len < st->piece ? len : st->piece;
+        if (st->src_fill)
+            cg_coll_fill(ring->sg, st->src + st->credited, len);
         status = cg_xfer_post(op, &op->x[CG__X_SDATA +
                                          st->sent_idx % CG__RING_SENDS],
                               true, ring->right,
@@ -286,6 +296,9 @@ static cg_status_t cg__ring_sends(cg__ring_t *ring, cg__ring_step_t *st)
                                 st->slen - st->credited);
         if (st->sent_idx - st->send_head == CG__RING_SENDS)
             return CG_INPROGRESS; /* every send slot busy: retry later */
+        if (st->src_fill)
+            cg_coll_fill(ring->sg, st->src + st->credited,
+                         (size_t)ring->credit_in);
         status = cg_xfer_post(op, &op->x[CG__X_SDATA +
                                          st->sent_idx % CG__RING_SENDS],
                               true, ring->right,
@@ -346,15 +359,20 @@ static cg_status_t cg__ring_gather(cg__ring_t *ring, cg__ring_step_t *st)
                               len, CG_COMM_TAG_GATHER);
         if (status != CG_OK)
             return status;
+        cg_coll_drain(ring->sg, st->dst + st->ag_sent, len); /* final */
         st->ag_sent += len;
         st->ag_sent_idx++;
     }
     while (st->ag_done_idx < st->ag_posted_idx) {
+        size_t off = st->ag_done_idx * st->ag_piece;
         x = &op->x[CG__X_AGR + st->ag_done_idx % CG__AG_RECVS];
         if ((status = cg_xfer_test(op, x)) == CG_INPROGRESS)
             break;
         if (status != CG_OK)
             return status;
+        len = st->ag_in_len - off;
+        cg_coll_drain(ring->sg, st->ag_in + off,
+                      len < st->ag_piece ? len : st->ag_piece);
         st->ag_done_idx++;
     }
     while (st->ag_posted < st->ag_in_len &&
@@ -439,6 +457,7 @@ static cg_status_t cg__ring_reduce_scatter(cg__ring_t *ring,
         cg__ring_seg(count, n, ((r - s - 1) % n + n) % n, &roff, &rcnt);
         cg__ring_step_t st = {
             .src = (s == 0 ? send : recv) + soff * ring->el,
+            .src_fill = s == 0,
             .slen = scnt * ring->el,
             .dst = recv + roff * ring->el,
             .local = send + roff * ring->el,
@@ -489,18 +508,21 @@ static cg_status_t cg__ring_all_gather(cg__ring_t *ring, uint8_t *buf,
                                   CG_COMM_TAG_GATHER, NULL);
         if (status != CG_OK)
             return status;
+        cg_coll_drain(ring->sg, buf + roff * ring->el, rcnt * ring->el);
     }
     return CG_OK;
 }
 
 cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
                               void *recvbuf, size_t count, cg_dtype_t dt,
-                              cg_redop_t op_kind, double postscale)
+                              cg_redop_t op_kind, double postscale,
+                              const cg_coll_staging_t *sg)
 {
     int n = cg_comm_size(op->comm), r = cg_comm_rank(op->comm);
     cg__ring_t ring = {.op = op, .gov = cg_comm_governor(op->comm),
                        .left = (r + n - 1) % n, .right = (r + 1) % n,
-                       .el = cg_dtype_size(dt), .dt = dt, .redop = op_kind};
+                       .el = cg_dtype_size(dt), .dt = dt, .redop = op_kind,
+                       .sg = sg};
     size_t seg_max = (count + (size_t)n - 1) / (size_t)n * ring.el;
     size_t chunk = cg__ring_chunk(&ring), piece_max;
     cg_status_t status = CG_OK;

@@ -18,6 +18,7 @@
 #include "collguard/status.h"
 #include "collguard/types.h"
 #include "core/base/log.h"
+#include "core/coll.h"
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/governor.h"
@@ -55,6 +56,15 @@ typedef struct cg_backend_ops {
                              cg_backend_mem_t mem);
     cg_status_t (*broadcast)(cg_backend_t *be, void *buf, size_t count,
                              cg_dtype_t dt, int root, cg_backend_mem_t mem);
+    /* Optional (NULL: pack, allreduce, unpack): an in-place allreduce of
+     * host memory buf whose bytes come from stage->fill as the collective
+     * first needs them and go to stage->drain once final (core/coll.h),
+     * so the fused tensors are copied while in cache. */
+    cg_status_t (*allreduce_staged)(cg_backend_t *be, void *buf,
+                                    size_t count, cg_dtype_t dt,
+                                    cg_redop_t op, double prescale,
+                                    double postscale,
+                                    const cg_coll_stage_t *stage);
     void (*destroy)(cg_backend_t *be);
 } cg_backend_ops_t;
 

@@ -156,6 +156,8 @@ struct cg_hvd_core {
     size_t xbuf_len;
     cg_hvd_entry_t **ready;
     size_t ready_len, ready_cap;
+    cg_hvd_entry_t **gv;      /* a fused group's members (hvd_fusion.c) */
+    size_t gv_cap;
     void *fbuf;               /* fusion buffer (CG_MEM_CAT_FUSION) */
     size_t fbuf_len;
     size_t fbuf_want;         /* the size asked when fbuf was allocated */
@@ -272,6 +274,16 @@ void cg_hvd_fusion_release(cg_hvd_core_t *core);
 /* Runs core->ready in order; a broken comm or backend returns its
  * status (the cycle then fails every pending request). */
 cg_status_t cg_hvd_execute(cg_hvd_core_t *core);
+/* Copies a tensor's bytes into host or fusion memory (cudaMemcpy for a
+ * CUDA tensor, e->w.device >= 0; see cg_hvd_gpu_copy_in). */
+void cg_hvd_copy_in(cg_hvd_core_t *core, const cg_hvd_entry_t *e, void *dst,
+                    const void *src, size_t bytes);
+
+/* hvd_gather.c: the allgather ready[i] and the ready allgathers after it
+ * that fuse with it (same device and dtype, results together within the
+ * agreed fusion capacity), gathered by one cg_allgatherv; marks them done
+ * and completes their requests. A failure breaks the comm. */
+cg_status_t cg_hvd_allgather_run(cg_hvd_core_t *core, size_t i);
 
 /* hvd_backend.c: both backends from the config (collective), logged at
  * info; destroy frees them (NULL-safe, a shared one once). */

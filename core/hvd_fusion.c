@@ -7,7 +7,7 @@
  * unpacked, tensors too large for the buffer reduced alone, and
  * broadcast, each through the backend of the tensor's memory (host:
  * core->be_cpu, CUDA: core->be_gpu); groups never mix devices. Allgather
- * (sizes from negotiation, then one broadcast per rank) runs on the engine.
+ * runs in hvd_gather.c.
  * Background thread only. Layer: core; calls the backends (hvd_backend.h),
  * core/coll.h, the GPU data path (hvd_gpu.h) and the governor.
  */
@@ -107,8 +107,8 @@ static void *cg__fusion_buffer(const cg_hvd_core_t *core,
 /* The one place tensor bytes enter a fusion (or gather) buffer, and the
  * one place they leave it: host memcpy; the GPU data path extends these
  * to cudaMemcpyAsync for tensors with e->w.device >= 0. */
-static void cg__copy_in(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
-                        void *dst, const void *src, size_t bytes)
+void cg_hvd_copy_in(cg_hvd_core_t *core, const cg_hvd_entry_t *e, void *dst,
+                    const void *src, size_t bytes)
 {
     if (e->w.device >= 0)
         cg_hvd_gpu_copy_in(core->gpu, dst, src, bytes);
@@ -176,6 +176,136 @@ static void cg__count_call(cg_hvd_core_t *core, uint64_t tensors)
         core->tstats.max_fused_tensors = tensors;
 }
 
+/* A fused group's members, in buffer order, for the staged path's
+ * lookups: core->gv grown to hold n (NULL when that fails: the group then
+ * takes the pack / reduce / unpack path, which needs no list). */
+static cg_hvd_entry_t **cg__members(cg_hvd_core_t *core, size_t n)
+{
+    cg_hvd_entry_t **v;
+
+    if (n <= core->gv_cap)
+        return core->gv;
+    if (cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL, n * sizeof(*v),
+                          (void **)&v) != CG_OK)
+        return NULL;
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->gv,
+                     core->gv_cap * sizeof(*v));
+    core->gv = v;
+    core->gv_cap = n;
+    return v;
+}
+
+/* The staged path's view of a group: fusion buffer bytes [off, off + len)
+ * map to members' inputs (fill) and outputs (drain). */
+typedef struct cg__fstage {
+    cg_hvd_entry_t **v;
+    size_t n, hint;
+    char *fbuf;
+    size_t dsize;
+} cg__fstage_t;
+
+static size_t cg__fstage_len(const cg__fstage_t *fs, size_t k)
+{
+    return fs->v[k]->local->count * fs->dsize;
+}
+
+/* The member holding byte off: the hint (ranges mostly follow each
+ * other), else a binary search by offset. */
+static size_t cg__fstage_find(cg__fstage_t *fs, size_t off)
+{
+    size_t lo = 0, hi = fs->n;
+
+    if (fs->hint < fs->n && fs->v[fs->hint]->foff <= off &&
+        off < fs->v[fs->hint]->foff + cg__fstage_len(fs, fs->hint))
+        return fs->hint;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (fs->v[mid]->foff <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void cg__fstage_copy(cg__fstage_t *fs, size_t off, size_t len,
+                            bool in)
+{
+    size_t k = cg__fstage_find(fs, off), end = off + len;
+
+    for (; off < end; k++) {
+        const cg_hvd_entry_t *e = fs->v[k];
+        size_t skip = off - e->foff, n = cg__fstage_len(fs, k) - skip;
+        n = n < end - off ? n : end - off;
+        if (in)
+            memcpy(fs->fbuf + off, (const char *)e->local->input + skip, n);
+        else
+            memcpy((char *)e->local->output + skip, fs->fbuf + off, n);
+        off += n;
+        fs->hint = k;
+    }
+}
+
+static void cg__fstage_fill(void *arg, size_t off, size_t len)
+{
+    cg__fstage_copy(arg, off, len, true);
+}
+
+static void cg__fstage_drain(void *arg, size_t off, size_t len)
+{
+    cg__fstage_copy(arg, off, len, false);
+}
+
+/* Host tensors on a backend that stages (the engine): no separate copy
+ * in and out; each piece is copied as the collective reaches it, while
+ * it is in cache. */
+static cg_status_t cg__fused_staged(cg_hvd_core_t *core, cg_backend_t *be,
+                                    cg_hvd_entry_t **v, size_t n, char *fbuf,
+                                    size_t bytes, size_t i, int group)
+{
+    const cg_hvd_entry_t *head = v[0];
+    size_t dsize = cg_dtype_size(head->w.dtype);
+    cg__fstage_t fs = {v, n, 0, fbuf, dsize};
+    cg_coll_stage_t stage = {cg__fstage_fill, cg__fstage_drain, &fs};
+
+    cg_hvd_tl_fused(core, i, group, CG_HVD_TL_STAGED, cg_hvd_tl_now(core),
+                    be->ops->allreduce_activity);
+    return be->ops->allreduce_staged(be, fbuf, bytes / dsize, head->w.dtype,
+                                     head->w.op, head->w.prescale,
+                                     head->w.postscale, &stage);
+}
+
+/* Packed whole, reduced, unpacked whole (other backends, CUDA tensors). */
+static cg_status_t cg__fused_packed(cg_hvd_core_t *core, cg_backend_t *be,
+                                    char *fbuf, size_t bytes, size_t i,
+                                    int group)
+{
+    cg_hvd_entry_t *head = core->ready[i];
+    size_t dsize = cg_dtype_size(head->w.dtype);
+    uint64_t tl_t0 = cg_hvd_tl_now(core);
+    cg_status_t st;
+
+    for (size_t j = i; j < core->ready_len; j++) {
+        cg_hvd_entry_t *e = core->ready[j];
+        if (e->group == group)
+            cg_hvd_copy_in(core, e, fbuf + e->foff, e->local->input,
+                           e->local->count * dsize);
+    }
+    cg_hvd_tl_fused(core, i, group, CG_HVD_TL_PACKED, tl_t0,
+                    be->ops->allreduce_activity);
+    st = cg__run_allreduce(core, be, head, fbuf, fbuf, bytes / dsize);
+    cg_hvd_tl_fused(core, i, group, CG_HVD_TL_REDUCED, 0, NULL);
+    for (size_t j = i; j < core->ready_len && st == CG_OK; j++) {
+        cg_hvd_entry_t *e = core->ready[j];
+        if (e->group == group)
+            st = cg__copy_out(core, e, e->local->output, fbuf + e->foff,
+                              e->local->count * dsize);
+    }
+    if (st == CG_OK && head->w.device >= 0) /* CUDA copies: wait once */
+        st = cg_hvd_gpu_sync(core->gpu);
+    return st;
+}
+
 /* The allreduces from ready[i] on that fit the agreed buffer with it. */
 static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
 {
@@ -183,36 +313,30 @@ static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
     cg_backend_t *be = cg__backend(core, head);
     size_t dsize = cg_dtype_size(head->w.dtype), off = 0, n = 0, cap;
     char *fbuf = cg__fusion_buffer(core, head, &cap);
+    bool staged = head->w.device < 0 && be->ops->allreduce_staged != NULL;
+    cg_hvd_entry_t **v = staged ? cg__members(core, core->ready_len - i)
+                                : NULL;
     int group = (int)i + 1;
-    uint64_t tl_t0 = cg_hvd_tl_now(core);
     cg_status_t st;
 
     for (size_t j = i; j < core->ready_len; j++) {
         cg_hvd_entry_t *e = core->ready[j];
-        size_t bytes = cg_hvd_wire_count(&e->w) * dsize;
-        if (!cg__fusable(head, e) || bytes == 0 ||
-            bytes > cap - off)
+        size_t bytes = e->local->count * dsize;
+        if (!cg__fusable(head, e) || bytes == 0 || bytes > cap - off)
             continue;
         e->group = group;
         e->foff = off;
-        cg__copy_in(core, e, fbuf + off, e->local->input, bytes);
+        if (v != NULL)
+            v[n] = e;
         off += bytes;
         n++;
     }
-    cg_hvd_tl_fused(core, i, group, CG_HVD_TL_PACKED, tl_t0,
-                    be->ops->allreduce_activity);
-    st = cg__run_allreduce(core, be, head, fbuf, fbuf, off / dsize);
-    cg_hvd_tl_fused(core, i, group, CG_HVD_TL_REDUCED, 0, NULL);
+    if (v != NULL)
+        st = cg__fused_staged(core, be, v, n, fbuf, off, i, group);
+    else
+        st = cg__fused_packed(core, be, fbuf, off, i, group);
     cg__count_call(core, n);
     core->tstats.fused_bytes += n > 1 ? off : 0;
-    for (size_t j = i; j < core->ready_len && st == CG_OK; j++) {
-        cg_hvd_entry_t *e = core->ready[j];
-        if (e->group == group)
-            st = cg__copy_out(core, e, e->local->output, fbuf + e->foff,
-                              cg_hvd_wire_count(&e->w) * dsize);
-    }
-    if (st == CG_OK && head->w.device >= 0) /* CUDA copies: wait once */
-        st = cg_hvd_gpu_sync(core->gpu);
     cg_hvd_complete_begin(core); /* one lock and one wake-up for all */
     for (size_t j = i; j < core->ready_len; j++) {
         cg_hvd_entry_t *e = core->ready[j];
@@ -255,57 +379,10 @@ static cg_status_t cg__broadcast(cg_hvd_core_t *core, cg_hvd_entry_t *e)
     uint64_t tl_t0 = cg_hvd_tl_now(core);
 
     if (core->rank == e->w.root && req->output != req->input && req->count)
-        cg__copy_in(core, e, req->output, req->input,
-                    req->count * cg_dtype_size(e->w.dtype));
+        cg_hvd_copy_in(core, e, req->output, req->input,
+                       req->count * cg_dtype_size(e->w.dtype));
     st = cg__run_broadcast(core, be, e, req->output, req->count);
     cg_hvd_tl_single(core, e, tl_t0, be->ops->broadcast_activity);
-    cg_hvd_req_complete(core, req, st, st == CG_OK ? NULL : cg_last_error());
-    return st;
-}
-
-/* Always on the engine over core->comm, whatever the backends: its
- * failure protocol (cg_comm_fail closes every connection) is what lets a
- * rank that cannot allocate the result stop the others instead of leaving
- * them in a broadcast that never ends (an MPI_Bcast would wait forever). */
-static cg_status_t cg__allgather(cg_hvd_core_t *core, cg_hvd_entry_t *e)
-{
-    struct cg_hvd_req *req = e->local;
-    size_t dsize = cg_dtype_size(e->w.dtype), row = dsize, off = 0;
-    int64_t dim0 = 0;
-    cg_status_t st = CG_OK;
-    uint64_t tl_t0 = cg_hvd_tl_now(core);
-
-    for (int d = 1; d < e->w.ndim; d++)
-        row *= (size_t)e->w.shape[d];
-    for (int r = 0; r < core->size; r++)
-        dim0 += e->dim0[r];
-    req->gather_bytes = (size_t)dim0 * row;
-    /* Every rank must join every broadcast: a transient (injected)
-     * failure is retried; a persistent one breaks the group. */
-    for (int a = 0; a < 3 && req->gather_bytes > 0 && req->gather == NULL;
-         a++)
-        st = cg_governor_alloc(core->gov, CG_MEM_CAT_STAGING,
-                               req->gather_bytes, &req->gather);
-    if (st != CG_OK) {
-        char why[256];
-        snprintf(why, sizeof(why), "%s", cg_last_error());
-        req->gather_bytes = 0;
-        cg_comm_fail(core->comm);
-        return cg_error_set(st, "allgather of tensor '%s': no memory for "
-                            "the %lld x %zu-byte result: %s", e->w.name,
-                            (long long)dim0, row, why);
-    }
-    for (int r = 0; r < core->size && st == CG_OK; r++) {
-        size_t len = (size_t)e->dim0[r] * row;
-        if (r == core->rank && len > 0)
-            cg__copy_in(core, e, (char *)req->gather + off, req->input, len);
-        if (len > 0)
-            st = cg_broadcast(core->comm, (char *)req->gather + off,
-                              len / dsize, e->w.dtype, r);
-        off += len;
-    }
-    req->gather_dim0 = dim0;
-    cg_hvd_tl_single(core, e, tl_t0, "COLLGUARD_BCAST");
     cg_hvd_req_complete(core, req, st, st == CG_OK ? NULL : cg_last_error());
     return st;
 }
@@ -337,7 +414,7 @@ cg_status_t cg_hvd_execute(cg_hvd_core_t *core)
             st = cg__broadcast(core, e);
             break;
         default:
-            st = cg__allgather(core, e);
+            st = cg_hvd_allgather_run(core, i);
             break;
         }
         e->done = true;

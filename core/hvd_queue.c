@@ -365,6 +365,8 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core)
     s->mismatches = t->mismatches;
     s->fusion_bytes = t->fusion_bytes;
     s->fused_bytes = t->fused_bytes;
+    s->allgather_calls = t->allgather_calls;
+    s->allgather_tensors = t->allgather_tensors;
 }
 
 void cg_hvd_complete_begin(cg_hvd_core_t *core)

@@ -100,7 +100,7 @@ void cg__hvd_tl_fused(cg_hvd_core_t *core, size_t i, int group,
             continue;
         switch (phase) {
         case CG_HVD_TL_PACKED:
-            cg_timeline_op_start(t, e->w.name, "ALLREDUCE", t0);
+            cg_timeline_op_start(t, e->w.name, cg__op_name(&e->w), t0);
             cg_timeline_activity_start(t, e->w.name,
                                        "MEMCPY_IN_FUSION_BUFFER", t0);
             cg_timeline_activity_start(t, e->w.name, activity, now);
@@ -111,6 +111,10 @@ void cg__hvd_tl_fused(cg_hvd_core_t *core, size_t i, int group,
             break;
         case CG_HVD_TL_DONE:
             cg__op_end(t, e, now);
+            break;
+        case CG_HVD_TL_STAGED:
+            cg_timeline_op_start(t, e->w.name, cg__op_name(&e->w), t0);
+            cg_timeline_activity_start(t, e->w.name, activity, t0);
             break;
         }
     }

@@ -19,7 +19,9 @@
 typedef enum {
     CG_HVD_TL_PACKED,  /* after the copies into the fusion buffer */
     CG_HVD_TL_REDUCED, /* after the collective on the buffer */
-    CG_HVD_TL_DONE     /* after the copies out */
+    CG_HVD_TL_DONE,    /* after the copies out */
+    CG_HVD_TL_STAGED   /* instead of PACKED and REDUCED: the copies run
+                          inside the collective, piece by piece */
 } cg_hvd_tl_phase_t;
 
 /* Core create, before the thread starts: on rank 0 with CG_TIMELINE set,
@@ -65,10 +67,12 @@ static inline void cg_hvd_tl_cached(cg_hvd_core_t *core,
         cg__hvd_tl_cached(core, e);
 }
 
-/* Fused allreduce of the ready entries from i with e->group == group:
- * PACKED opens the op (at t0, taken before packing), times the copy in
- * and opens `activity` (the backend's, "COLLGUARD_ALLREDUCE"); REDUCED
- * closes it and opens the copy out; DONE closes the op. */
+/* Fused allreduce (or allgather) of the ready entries from i with
+ * e->group == group: PACKED opens the op (named by the type, at t0,
+ * taken before packing), times the copy in and opens `activity` (the
+ * backend's, "COLLGUARD_ALLREDUCE"; "COLLGUARD_ALLGATHER"); REDUCED
+ * closes it and opens the copy out; DONE closes the op. STAGED opens the
+ * op and `activity` at t0 (no separate copies), DONE closes both. */
 static inline void cg_hvd_tl_fused(cg_hvd_core_t *core, size_t i, int group,
                                    cg_hvd_tl_phase_t phase, uint64_t t0,
                                    const char *activity)

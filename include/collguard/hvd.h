@@ -78,6 +78,8 @@ typedef struct cg_hvd_stats {
     uint64_t cache_hits;         /* requests negotiated by a cache bit */
     uint64_t full_rounds;        /* cycles that exchanged request records */
     uint64_t stalls_warned;      /* stall warnings (rank 0 logs them) */
+    uint64_t allgather_calls;    /* collectives issued for allgathers */
+    uint64_t allgather_tensors;  /* tensors those calls completed */
 } cg_hvd_stats_t;
 
 /* Collective over the ctx's bootstrap (ctx created with

@@ -112,6 +112,6 @@ static double ar_tolerance(const perf_opts_t *o, double want)
 int main(int argc, char **argv)
 {
     const perf_coll_t coll = {"cg_allreduce_perf", false, ar_bus, ar_run,
-                              ar_fill, ar_expect, ar_tolerance};
+                              ar_fill, ar_expect, ar_tolerance, NULL};
     return perf_main(&coll, argc, argv);
 }

@@ -240,6 +240,7 @@ static int perf_one(const perf_coll_t *c, perf_job_t *job,
     res->wrong = -1;
     if (!o->check && !o->hash)
         return 0;
+    job->count = count;
     c->fill(job, o, send, recv, count, root);
     rc = c->run(job, o, send, recv, count, root);
     if (rc != 0)
@@ -319,11 +320,13 @@ static void perf_header(const perf_coll_t *c, const perf_job_t *job,
            "and %s at %llu B, chunk %llu, iters %d, warmup %d, check %d\n",
            c->name, job->size, o->mpi ? "mpi" : "collguard",
            cg_transport_name(job->tp),
-           c->has_root ? cg_broadcast_algo(job->comm, o->min_bytes)
-                       : cg_allreduce_algo(job->comm, o->min_bytes),
+           c->algo != NULL ? c->algo(job->comm, o->min_bytes)
+           : c->has_root   ? cg_broadcast_algo(job->comm, o->min_bytes)
+                           : cg_allreduce_algo(job->comm, o->min_bytes),
            (unsigned long long)o->min_bytes,
-           c->has_root ? cg_broadcast_algo(job->comm, b)
-                       : cg_allreduce_algo(job->comm, b),
+           c->algo != NULL ? c->algo(job->comm, b)
+           : c->has_root   ? cg_broadcast_algo(job->comm, b)
+                           : cg_allreduce_algo(job->comm, b),
            (unsigned long long)b, (unsigned long long)snap.chunk_bytes,
            o->iters, o->warmup, o->check);
     printf("#%11s %12s %8s %7s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n",

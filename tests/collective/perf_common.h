@@ -36,6 +36,7 @@ typedef struct perf_job {
     cg_transport_t *tp;
     cg_comm_t *comm;
     int rank, size;
+    size_t count;        /* elements of the run being checked (fill) */
 } perf_job_t;
 
 struct perf_coll;
@@ -57,6 +58,9 @@ typedef struct perf_coll {
     perf_fill_fn fill;
     perf_expect_fn expect;
     double (*tolerance)(const perf_opts_t *o, double expected);
+    /* The algorithm for the header; NULL: cg_broadcast_algo with a root,
+     * else cg_allreduce_algo. */
+    const char *(*algo)(const cg_comm_t *comm, size_t bytes);
 } perf_coll_t;
 
 /* Element access in double (exact for the patterns used). */

@@ -3,9 +3,10 @@
 #   timeline_check.py valid FILE             parses; prints "events N"
 #   timeline_check.py fusion FILE N PREFIX   N tensors named PREFIX* each
 #       negotiated (NEGOTIATE_ALLREDUCE with a tick per rank) and reduced
-#       (ALLREDUCE with MEMCPY_IN_FUSION_BUFFER, the collective and
-#       MEMCPY_OUT_FUSION_BUFFER nested), all in ONE fused collective (the
-#       same begin and end timestamps), plus plausible counters
+#       (ALLREDUCE with the collective nested, between
+#       MEMCPY_IN_FUSION_BUFFER and MEMCPY_OUT_FUSION_BUFFER when packed,
+#       alone when staged), all in ONE fused collective (the same begin
+#       and end timestamps), plus plausible counters
 #   timeline_check.py names FILE A,B -C,D    tensors A and B are in the
 #       file, C and D are not; CYCLE_START instants if "+cycles" follows
 #   timeline_check.py spans FILE T S N [I]   tensor T has N balanced spans
@@ -72,13 +73,18 @@ def check_fusion(events, n, prefix):
     if len(mine) != n:
         fail("%d tensor processes named %s*, expected %d"
              % (len(mine), prefix, n))
-    colls = set()
+    colls, forms = set(), set()
     for pid, name in mine.items():
         sp = {s[0]: s for s in spans(events, pid)}
-        for want in ("NEGOTIATE_ALLREDUCE", "ALLREDUCE",
-                     "MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER"):
+        for want in ("NEGOTIATE_ALLREDUCE", "ALLREDUCE"):
             if want not in sp:
                 fail("%s: no %s span (has %s)" % (name, want, sorted(sp)))
+        copies = [c in sp for c in ("MEMCPY_IN_FUSION_BUFFER",
+                                    "MEMCPY_OUT_FUSION_BUFFER")]
+        if copies[0] != copies[1]:
+            fail("%s: one of the two fusion-buffer copies (has %s)"
+                 % (name, sorted(sp)))
+        forms.add("packed" if copies[0] else "staged")
         coll = [s for s in sp.values() if s[0].endswith("_ALLREDUCE")
                 and s[0] != "NEGOTIATE_ALLREDUCE" and s[3] == 1]
         if len(coll) != 1:
@@ -104,8 +110,10 @@ def check_fusion(events, n, prefix):
             fail("counter %s: %r" % (k, counters.get(k)))
     if any(v not in (0, 1, 2) for v in counters.get("pressure.level", [-1])):
         fail("pressure levels %r" % counters.get("pressure.level"))
-    print("fusion ok: %d tensors, one %s span, %d counter samples"
-          % (n, list(colls)[0][0], len(free)))
+    if len(forms) != 1:
+        fail("tensors of one fused collective both packed and staged")
+    print("fusion ok: %d tensors, one %s span (%s), %d counter samples"
+          % (n, list(colls)[0][0], forms.pop(), len(free)))
 
 
 def check_names(events, want, absent, cycles):

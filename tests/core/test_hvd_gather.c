@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fused allgather in the Horovod shim's core (core/hvd_gather.c) across
+ * forked ranks: 50 ragged allgathers (some ranks give no rows) of two
+ * dtypes fuse into one collective per dtype; with fusion off each is its
+ * own; a tensor larger than the fusion threshold is gathered alone
+ * between two fused groups; injected allocation faults are retried; the
+ * timeline shows the fused tensors in one COLLGUARD_ALLGATHER span
+ * (gather_timeline_check.py). Every element is checked on every rank.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/core/test_hvd_util.h"
+
+#define GT_MAX 64
+#define GT_COLS 4
+/* Rows of the large tensor (plus the rank): 320 KB of f32 per rank. */
+#define GT_BIG_ROWS 20000
+
+typedef struct gt_case {
+    int nt;    /* tensors */
+    int mixed; /* odd tensors i64, even ones f32 */
+    int big;   /* index of the large tensor (-1: none) */
+} gt_case_t;
+
+static int64_t gt_rows(const gt_case_t *c, int r, int k)
+{
+    return k == c->big ? GT_BIG_ROWS + r : (r + k) % 3;
+}
+
+static cg_dtype_t gt_dtype(const gt_case_t *c, int k)
+{
+    return c->mixed && k % 2 ? CG_DTYPE_I64 : CG_DTYPE_F32;
+}
+
+/* Element i of rank r's tensor k: names its origin, exact in f32. */
+static int64_t gt_value(int r, int k, int64_t i)
+{
+    return r * 100000 + k * 1000 + i % 1000;
+}
+
+static void gt_fill(void *buf, cg_dtype_t dt, int r, int k, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == CG_DTYPE_F32)
+            ((float *)buf)[i] = (float)gt_value(r, k, i);
+        else
+            ((int64_t *)buf)[i] = gt_value(r, k, i);
+    }
+}
+
+/* Tensor k's gathered result against every rank's rows. */
+static int gt_check(hj_rank_t *self, const gt_case_t *c, int k,
+                    cg_hvd_req_h req)
+{
+    const void *data;
+    int64_t dim0, want0 = 0, at = 0;
+    cg_dtype_t dt = gt_dtype(c, k);
+
+    HJ_CHECK(self, cg_hvd_wait(req) == CG_OK, "tensor %d: %s", k,
+             cg_hvd_error(req));
+    HJ_CHECK(self, cg_hvd_allgather_result(req, &data, &dim0) == CG_OK,
+             "tensor %d: %s", k, cg_last_error());
+    for (int r = 0; r < self->size; r++)
+        want0 += gt_rows(c, r, k);
+    HJ_CHECK(self, dim0 == want0, "tensor %d: first dimension %lld, want "
+             "%lld", k, (long long)dim0, (long long)want0);
+    for (int r = 0; r < self->size; r++) {
+        for (int64_t i = 0; i < gt_rows(c, r, k) * GT_COLS; i++, at++) {
+            int64_t got = dt == CG_DTYPE_F32
+                              ? (int64_t)((const float *)data)[at]
+                              : ((const int64_t *)data)[at];
+            HJ_CHECK(self, got == gt_value(r, k, i), "tensor %d element "
+                     "%lld (rank %d's %lld) is %lld, want %lld", k,
+                     (long long)at, r, (long long)i, (long long)got,
+                     (long long)gt_value(r, k, i));
+        }
+    }
+    return 0;
+}
+
+/* A warm-up allreduce puts the ranks in step (HOROVOD_CYCLE_TIME 300 ms),
+ * so every allgather enqueued next lands in the same cycle. */
+static int body_gather(hj_rank_t *self)
+{
+    const gt_case_t *c = self->arg;
+    static void *in[GT_MAX];
+    cg_hvd_req_h req[GT_MAX], warm;
+    char names[GT_MAX][32];
+    float w = 1;
+    cg_hvd_tensor_t tw = {.name = "warmup", .dtype = CG_DTYPE_F32,
+                          .ndim = 1, .shape = {1}, .input = &w, .output = &w};
+
+    HJ_CHECK(self, cg_hvd_enqueue_allreduce(self->core, &tw, CG_OP_SUM, 1, 1,
+                                            &warm) == CG_OK &&
+                       cg_hvd_wait(warm) == CG_OK,
+             "warm-up: %s", cg_last_error());
+    cg_hvd_release(warm);
+    for (int k = 0; k < c->nt; k++) {
+        int64_t rows = gt_rows(c, self->rank, k);
+        cg_dtype_t dt = gt_dtype(c, k);
+        in[k] = malloc((size_t)(rows * GT_COLS + 1) * 8);
+        gt_fill(in[k], dt, self->rank, k, rows * GT_COLS);
+        snprintf(names[k], sizeof(names[k]), "gath.%02d", k);
+        cg_hvd_tensor_t t = {.name = names[k], .dtype = dt, .ndim = 2,
+                             .shape = {rows, GT_COLS}, .input = in[k]};
+        HJ_CHECK(self, cg_hvd_enqueue_allgather(self->core, &t, &req[k]) ==
+                           CG_OK,
+                 "enqueue %s: %s", names[k], cg_last_error());
+    }
+    for (int k = 0; k < c->nt; k++) {
+        if (gt_check(self, c, k, req[k]) != 0)
+            return 1;
+        cg_hvd_release(req[k]);
+        free(in[k]);
+    }
+    return 0;
+}
+
+/* Runs the case; every rank must pass and count the same collectives. */
+static hj_rank_t *gt_run(int size, const char *const *env, gt_case_t *c)
+{
+    hj_rank_t *rep = hj_run(size, env, body_gather, c);
+    hj_assert_passed(rep, size);
+    for (int r = 0; r < size; r++) {
+        cr_assert_eq(rep[r].stats.allgather_tensors, (uint64_t)c->nt,
+                     "rank %d: %llu tensors gathered", r,
+                     (unsigned long long)rep[r].stats.allgather_tensors);
+        cr_assert_eq(rep[r].stats.allgather_calls, rep[0].stats.allgather_calls,
+                     "rank %d: %llu calls, rank 0 %llu", r,
+                     (unsigned long long)rep[r].stats.allgather_calls,
+                     (unsigned long long)rep[0].stats.allgather_calls);
+    }
+    return rep;
+}
+
+Test(hvd_gather, ragged_allgathers_of_two_dtypes_fuse_into_two_calls,
+     .timeout = 60)
+{
+    const char *env[] = {"HOROVOD_CYCLE_TIME=300", NULL};
+    gt_case_t c = {50, 1, -1};
+    hj_rank_t *rep = gt_run(3, env, &c);
+    cr_assert(rep[0].stats.allgather_calls >= 2 &&
+                  rep[0].stats.allgather_calls <= 3,
+              "50 allgathers of two dtypes in %llu calls",
+              (unsigned long long)rep[0].stats.allgather_calls);
+    hj_free(rep, 3);
+}
+
+Test(hvd_gather, fusion_off_gathers_each_tensor_alone, .timeout = 60)
+{
+    const char *env[] = {"HOROVOD_CYCLE_TIME=300",
+                         "HOROVOD_FUSION_THRESHOLD=0", NULL};
+    gt_case_t c = {50, 1, -1};
+    hj_rank_t *rep = gt_run(3, env, &c);
+    cr_assert_eq(rep[0].stats.allgather_calls, 50, "%llu calls",
+                 (unsigned long long)rep[0].stats.allgather_calls);
+    hj_free(rep, 3);
+}
+
+Test(hvd_gather, tensor_over_the_threshold_runs_alone_between_groups,
+     .timeout = 60)
+{
+    /* 10 small, one of ~960 KB gathered, 10 small; threshold 64 KiB. */
+    const char *env[] = {"HOROVOD_CYCLE_TIME=300",
+                         "CG_FUSION_THRESHOLD=64KiB", NULL};
+    gt_case_t c = {21, 0, 10};
+    hj_rank_t *rep = gt_run(3, env, &c);
+    cr_assert_eq(rep[0].stats.allgather_calls, 3, "%llu calls, want 2 fused "
+                 "groups and the large tensor alone",
+                 (unsigned long long)rep[0].stats.allgather_calls);
+    hj_free(rep, 3);
+}
+
+Test(hvd_gather, injected_allocation_faults_are_retried, .timeout = 60)
+{
+    const char *env[] = {"HOROVOD_CYCLE_TIME=300", "CG_FAULT_ALLOC=2", NULL};
+    gt_case_t c = {21, 1, 4};
+    hj_rank_t *rep = gt_run(2, env, &c);
+    cr_assert_geq(rep[0].stats.allgather_calls, 2, "%llu calls",
+                  (unsigned long long)rep[0].stats.allgather_calls);
+    hj_free(rep, 2);
+}
+
+Test(hvd_gather, timeline_shows_one_span_per_fused_group, .timeout = 60)
+{
+    char path[128], tl[160], cmd[512];
+    snprintf(path, sizeof(path), "/tmp/cg_gather_tl_%d.json", (int)getpid());
+    snprintf(tl, sizeof(tl), "HOROVOD_TIMELINE=%s", path);
+    const char *env[] = {"HOROVOD_CYCLE_TIME=300", tl, NULL};
+    gt_case_t c = {20, 1, -1}; /* f32 and i64: two groups */
+    hj_rank_t *rep = gt_run(2, env, &c);
+    cr_assert_eq(rep[0].stats.allgather_calls, 2, "%llu calls",
+                 (unsigned long long)rep[0].stats.allgather_calls);
+    hj_free(rep, 2);
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %s 20 gath. 2 >&2",
+             CG_GATHER_TL_CHECK, path);
+    int rc = system(cmd);
+    unlink(path);
+    cr_assert_eq(rc, 0, "gather_timeline_check.py failed (status %d)", rc);
+}
