@@ -57,12 +57,14 @@ struct cg_hvd_req {
     atomic_int done;
     bool released;
     cg_status_t status;
-    char err[512];
     void *gather;         /* allgather result (CG_MEM_CAT_STAGING) */
     size_t gather_bytes;
     int64_t gather_dim0;
     cg_list_t live_link;  /* core->req_live until released (or req_free) */
     int waiters;          /* threads in cg_hvd_wait on it (under lock) */
+    /* Last: a reused request is zeroed up to here only (the hot path
+     * would otherwise clear half a kilobyte per tensor). */
+    char err[512];
 };
 
 /* A name some rank announced, until every rank did (negotiation). */
@@ -74,7 +76,6 @@ typedef struct cg_hvd_entry {
     int first_rank;
     int count;             /* ranks announced */
     bool failed;
-    char err[512];
     struct cg_hvd_req *local; /* this rank's request */
     int64_t *dim0;         /* allgather: first dimension per rank */
     bool done;             /* executed (or failed) this cycle */
@@ -82,6 +83,7 @@ typedef struct cg_hvd_entry {
     size_t foff;           /* offset in the fusion buffer */
     uint64_t first_ns;     /* when this rank saw the first announcement */
     uint64_t *ranks;       /* bitmap of the ranks announced (same block) */
+    char err[512];         /* last: not cleared beyond its first byte */
 } cg_hvd_entry_t;
 
 /* A response cache slot (hvd_cache.c): a name every rank negotiated and

@@ -11,6 +11,7 @@
  * Background thread only. Layer: core; calls core/coll.h, the governor.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -213,7 +214,11 @@ cg_status_t cg_hvd_entry_new(cg_hvd_core_t *core, int rank,
         if (st != CG_OK)
             return st;
     }
-    memset(e, 0, cg__entry_bytes(core));
+    /* All but the message (its first byte only) and the rank bitmap
+     * after the struct. */
+    memset(e, 0, offsetof(cg_hvd_entry_t, err));
+    e->err[0] = '\0';
+    memset(e + 1, 0, cg__entry_bytes(core) - sizeof(*e));
     e->hash = hash;
     e->w = *w;
     e->first_rank = rank;

@@ -8,6 +8,7 @@
  * thread and wakes only threads waiting on what it completed.
  * Layer: core; calls the governor for request memory.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -187,7 +188,8 @@ static cg_status_t cg__req_get(cg_hvd_core_t *core, struct cg_hvd_req **req_p)
         core->req_allocs++;
         pthread_mutex_unlock(&core->lock);
     }
-    memset(req, 0, sizeof(*req));
+    memset(req, 0, offsetof(struct cg_hvd_req, err));
+    req->err[0] = '\0';
     *req_p = req;
     return CG_OK;
 }
