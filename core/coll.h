@@ -43,7 +43,22 @@ typedef struct cg_coll_stage {
     void (*fill)(void *arg, size_t off, size_t len);
     void (*drain)(void *arg, size_t off, size_t len);
     void *arg;
+    /* NULL, or the element count of each of the rank count's ring
+     * segments (summing to count, the same on every rank): with more than
+     * two ranks the ring then runs whatever the size, on these segments.
+     * An element's reduction order depends only on its segment's index,
+     * so a caller that lays out several tensors segment by segment (each
+     * tensor cut as cg_allreduce would cut it alone) gets, for each
+     * tensor, the bits of the ring on that tensor alone, whatever shares
+     * the buffer. */
+    const size_t *segs;
 } cg_coll_stage_t;
+
+/* Segment s of the ring over n ranks, in elements: count/n, the first
+ * count%n one more (how cg_allreduce cuts a buffer); or segs[s] when segs
+ * is not NULL, offsets summed. */
+void cg_ring_seg(const size_t *segs, size_t count, int n, int s,
+                 size_t *off, size_t *cnt);
 
 /* cg_allreduce in place on buf, whose contents come from stage->fill and
  * go to stage->drain (see cg_coll_stage_t); the same results, bit for bit,

@@ -196,6 +196,10 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
         return st;
     ring = cg_comm_size(comm) > 1 &&
            strcmp(cg_allreduce_algo(comm, bytes), "ring") == 0;
+    /* Caller's segments: the ring whatever the size (two ranks need not:
+     * every algorithm adds two values the same way). */
+    if (sg != NULL && sg->stage->segs != NULL && cg_comm_size(comm) > 2)
+        ring = true;
     if (sg != NULL && !ring) {
         cg_coll_fill(sg, recvbuf, bytes); /* prescaled there */
         prescale = 1.0;
@@ -258,6 +262,15 @@ cg_status_t cg_allreduce_staged(cg_comm_t *comm, void *buf, size_t count,
     if (stage == NULL || stage->fill == NULL || stage->drain == NULL)
         return cg_error_set(CG_ERR_INVALID_PARAM, "allreduce: staged without "
                             "fill and drain functions");
+    if (stage->segs != NULL) {
+        size_t sum = 0;
+        for (int r = 0; r < cg_comm_size(comm); r++)
+            sum += stage->segs[r];
+        if (sum != count)
+            return cg_error_set(CG_ERR_INVALID_PARAM, "allreduce: staged "
+                                "segments sum to %zu elements, count is %zu",
+                                sum, count);
+    }
     return cg__allreduce_run(comm, buf, buf, count, dt, op, prescale,
                              postscale, &sg);
 }

@@ -84,7 +84,7 @@ cg_status_t cg_coll_abort(cg_coll_op_t *op, cg_status_t st);
  * stage with the prescale applied to each filled range. NULL where the
  * buffer is already whole. */
 typedef struct cg_coll_staging {
-    const cg_coll_stage_t *stage;
+    const cg_coll_stage_t *stage; /* stage->segs: see cg_ring_seg */
     uint8_t *base;
     cg_dtype_t dt;
     double prescale;

@@ -100,12 +100,30 @@ typedef struct cg__ring_step {
     double postscale;
 } cg__ring_step_t;
 
-/* Segment s of n: count/n elements, the first count%n get one more. */
-static void cg__ring_seg(size_t count, int n, int s, size_t *off, size_t *cnt)
+void cg_ring_seg(const size_t *segs, size_t count, int n, int s,
+                 size_t *off, size_t *cnt)
 {
     size_t base = count / (size_t)n, rem = count % (size_t)n, us = (size_t)s;
+
+    if (segs != NULL) {
+        *off = 0;
+        for (int i = 0; i < s; i++)
+            *off += segs[i];
+        *cnt = segs[s];
+        return;
+    }
     *off = us * base + (us < rem ? us : rem);
     *cnt = base + (us < rem ? 1 : 0);
+}
+
+/* This operation's segment s (the caller's segments when staged with
+ * them). */
+static void cg__ring_seg(const cg__ring_t *ring, size_t count, int s,
+                         size_t *off, size_t *cnt)
+{
+    const size_t *segs = ring->sg != NULL ? ring->sg->stage->segs : NULL;
+
+    cg_ring_seg(segs, count, cg_comm_size(ring->op->comm), s, off, cnt);
 }
 
 /* Piece size for a segment of len bytes (whole elements): see
@@ -453,8 +471,9 @@ static cg_status_t cg__ring_reduce_scatter(cg__ring_t *ring,
 
     for (int s = 0; s < n - 1; s++) {
         size_t soff, scnt, roff, rcnt;
-        cg__ring_seg(count, n, ((r - s) % n + n) % n, &soff, &scnt);
-        cg__ring_seg(count, n, ((r - s - 1) % n + n) % n, &roff, &rcnt);
+        cg__ring_seg(ring, count, ((r - s) % n + n) % n, &soff, &scnt);
+        cg__ring_seg(ring, count, ((r - s - 1) % n + n) % n, &roff,
+                     &rcnt);
         cg__ring_step_t st = {
             .src = (s == 0 ? send : recv) + soff * ring->el,
             .src_fill = s == 0,
@@ -476,7 +495,7 @@ static cg_status_t cg__ring_reduce_scatter(cg__ring_t *ring,
         }
         if (s == n - 2) {
             size_t ioff, icnt;
-            cg__ring_seg(count, n, r, &ioff, &icnt);
+            cg__ring_seg(ring, count, r, &ioff, &icnt);
             st.ag = true;
             st.ag_piece = ring->ag_piece;
             st.ag_in = recv + ioff * ring->el;
@@ -500,8 +519,8 @@ static cg_status_t cg__ring_all_gather(cg__ring_t *ring, uint8_t *buf,
 
     for (int s = 1; s < n - 1; s++) {
         size_t soff, scnt, roff, rcnt;
-        cg__ring_seg(count, n, ((r + 1 - s) % n + n) % n, &soff, &scnt);
-        cg__ring_seg(count, n, ((r - s) % n + n) % n, &roff, &rcnt);
+        cg__ring_seg(ring, count, ((r + 1 - s) % n + n) % n, &soff, &scnt);
+        cg__ring_seg(ring, count, ((r - s) % n + n) % n, &roff, &rcnt);
         status = cg_coll_sendrecv(op, ring->right, buf + soff * ring->el,
                                   scnt * ring->el, ring->left,
                                   buf + roff * ring->el, rcnt * ring->el,
@@ -523,9 +542,14 @@ cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
                        .left = (r + n - 1) % n, .right = (r + 1) % n,
                        .el = cg_dtype_size(dt), .dt = dt, .redop = op_kind,
                        .sg = sg};
-    size_t seg_max = (count + (size_t)n - 1) / (size_t)n * ring.el;
+    size_t seg_max = 0, off, cnt;
     size_t chunk = cg__ring_chunk(&ring), piece_max;
     cg_status_t status = CG_OK;
+
+    for (int s = 0; s < n; s++) {
+        cg__ring_seg(&ring, count, s, &off, &cnt);
+        seg_max = cnt * ring.el > seg_max ? cnt * ring.el : seg_max;
+    }
 
     ring.sock = strcmp(cg_transport_name(cg_comm_transport(op->comm)),
                        "socket") == 0;

@@ -42,6 +42,13 @@ typedef struct cg_hvd_wire {
 
 typedef struct cg_hvd_core cg_hvd_core_t;
 
+/* A run of one tensor in a staged fusion buffer (hvd_stage.c). */
+typedef struct cg_hvd_extent {
+    size_t foff, len;     /* bytes in the fusion buffer */
+    const char *in;       /* the tensor's input at that run */
+    char *out;            /* and its output */
+} cg_hvd_extent_t;
+
 struct cg_hvd_req {
     cg_list_t link;       /* inbox, then the thread's owned list */
     cg_list_t reg_link;   /* registry of names in flight (primaries) */
@@ -158,8 +165,9 @@ struct cg_hvd_core {
     size_t xbuf_len;
     cg_hvd_entry_t **ready;
     size_t ready_len, ready_cap;
-    cg_hvd_entry_t **gv;      /* a fused group's members (hvd_fusion.c) */
-    size_t gv_cap;
+    struct cg_hvd_extent *xv; /* a staged group's extents (hvd_stage.c) */
+    size_t xv_cap;
+    size_t *segs;             /* its ring segments (more than 2 ranks) */
     void *fbuf;               /* fusion buffer (CG_MEM_CAT_FUSION) */
     size_t fbuf_len;
     size_t fbuf_want;         /* the size asked when fbuf was allocated */
@@ -281,6 +289,20 @@ cg_status_t cg_hvd_execute(cg_hvd_core_t *core);
 void cg_hvd_copy_in(cg_hvd_core_t *core, const cg_hvd_entry_t *e, void *dst,
                     const void *src, size_t bytes);
 
+/* hvd_stage.c: ready[i]'s fused group (e->group == group, `members`
+ * tensors, `bytes` in all) reduced on be->ops->allreduce_staged in fbuf,
+ * copied in and out piece by piece; *ran_p false (CG_OK, nothing ran)
+ * when the governor refuses memory for its layout: pack it instead.
+ * cg_hvd_stage_release frees the layout arrays at destroy. */
+cg_status_t cg_hvd_fused_staged(cg_hvd_core_t *core, cg_backend_t *be,
+                                size_t i, int group, size_t members,
+                                char *fbuf, size_t bytes, bool *ran_p);
+void cg_hvd_stage_release(cg_hvd_core_t *core);
+/* An allreduce alone (too large for the fusion buffer, or fusion off) on
+ * the same ring segments it would have fused, so its bits do not depend
+ * on whether it was fused: staged in place in its output. */
+cg_status_t cg_hvd_single_staged(cg_hvd_core_t *core, cg_backend_t *be,
+                                 const cg_hvd_entry_t *e);
 /* hvd_gather.c: the allgather ready[i] and the ready allgathers after it
  * that fuse with it (same device and dtype, results together within the
  * agreed fusion capacity), gathered by one cg_allgatherv; marks them done

@@ -137,8 +137,7 @@ static void cg__free_buffers(cg_hvd_core_t *core)
                      core->xbuf_len);
     cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->ready,
                      core->ready_cap * sizeof(*core->ready));
-    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->gv,
-                     core->gv_cap * sizeof(*core->gv));
+    cg_hvd_stage_release(core);
     while (!cg_list_empty(&core->warned)) {
         cg_list_t *l = core->warned.next;
         cg_list_del(l);

@@ -176,105 +176,6 @@ static void cg__count_call(cg_hvd_core_t *core, uint64_t tensors)
         core->tstats.max_fused_tensors = tensors;
 }
 
-/* A fused group's members, in buffer order, for the staged path's
- * lookups: core->gv grown to hold n (NULL when that fails: the group then
- * takes the pack / reduce / unpack path, which needs no list). */
-static cg_hvd_entry_t **cg__members(cg_hvd_core_t *core, size_t n)
-{
-    cg_hvd_entry_t **v;
-
-    if (n <= core->gv_cap)
-        return core->gv;
-    if (cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL, n * sizeof(*v),
-                          (void **)&v) != CG_OK)
-        return NULL;
-    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->gv,
-                     core->gv_cap * sizeof(*v));
-    core->gv = v;
-    core->gv_cap = n;
-    return v;
-}
-
-/* The staged path's view of a group: fusion buffer bytes [off, off + len)
- * map to members' inputs (fill) and outputs (drain). */
-typedef struct cg__fstage {
-    cg_hvd_entry_t **v;
-    size_t n, hint;
-    char *fbuf;
-    size_t dsize;
-} cg__fstage_t;
-
-static size_t cg__fstage_len(const cg__fstage_t *fs, size_t k)
-{
-    return fs->v[k]->local->count * fs->dsize;
-}
-
-/* The member holding byte off: the hint (ranges mostly follow each
- * other), else a binary search by offset. */
-static size_t cg__fstage_find(cg__fstage_t *fs, size_t off)
-{
-    size_t lo = 0, hi = fs->n;
-
-    if (fs->hint < fs->n && fs->v[fs->hint]->foff <= off &&
-        off < fs->v[fs->hint]->foff + cg__fstage_len(fs, fs->hint))
-        return fs->hint;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (fs->v[mid]->foff <= off)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static void cg__fstage_copy(cg__fstage_t *fs, size_t off, size_t len,
-                            bool in)
-{
-    size_t k = cg__fstage_find(fs, off), end = off + len;
-
-    for (; off < end; k++) {
-        const cg_hvd_entry_t *e = fs->v[k];
-        size_t skip = off - e->foff, n = cg__fstage_len(fs, k) - skip;
-        n = n < end - off ? n : end - off;
-        if (in)
-            memcpy(fs->fbuf + off, (const char *)e->local->input + skip, n);
-        else
-            memcpy((char *)e->local->output + skip, fs->fbuf + off, n);
-        off += n;
-        fs->hint = k;
-    }
-}
-
-static void cg__fstage_fill(void *arg, size_t off, size_t len)
-{
-    cg__fstage_copy(arg, off, len, true);
-}
-
-static void cg__fstage_drain(void *arg, size_t off, size_t len)
-{
-    cg__fstage_copy(arg, off, len, false);
-}
-
-/* Host tensors on a backend that stages (the engine): no separate copy
- * in and out; each piece is copied as the collective reaches it, while
- * it is in cache. */
-static cg_status_t cg__fused_staged(cg_hvd_core_t *core, cg_backend_t *be,
-                                    cg_hvd_entry_t **v, size_t n, char *fbuf,
-                                    size_t bytes, size_t i, int group)
-{
-    const cg_hvd_entry_t *head = v[0];
-    size_t dsize = cg_dtype_size(head->w.dtype);
-    cg__fstage_t fs = {v, n, 0, fbuf, dsize};
-    cg_coll_stage_t stage = {cg__fstage_fill, cg__fstage_drain, &fs};
-
-    cg_hvd_tl_fused(core, i, group, CG_HVD_TL_STAGED, cg_hvd_tl_now(core),
-                    be->ops->allreduce_activity);
-    return be->ops->allreduce_staged(be, fbuf, bytes / dsize, head->w.dtype,
-                                     head->w.op, head->w.prescale,
-                                     head->w.postscale, &stage);
-}
-
 /* Packed whole, reduced, unpacked whole (other backends, CUDA tensors). */
 static cg_status_t cg__fused_packed(cg_hvd_core_t *core, cg_backend_t *be,
                                     char *fbuf, size_t bytes, size_t i,
@@ -314,10 +215,8 @@ static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
     size_t dsize = cg_dtype_size(head->w.dtype), off = 0, n = 0, cap;
     char *fbuf = cg__fusion_buffer(core, head, &cap);
     bool staged = head->w.device < 0 && be->ops->allreduce_staged != NULL;
-    cg_hvd_entry_t **v = staged ? cg__members(core, core->ready_len - i)
-                                : NULL;
     int group = (int)i + 1;
-    cg_status_t st;
+    cg_status_t st = CG_OK;
 
     for (size_t j = i; j < core->ready_len; j++) {
         cg_hvd_entry_t *e = core->ready[j];
@@ -326,14 +225,12 @@ static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
             continue;
         e->group = group;
         e->foff = off;
-        if (v != NULL)
-            v[n] = e;
         off += bytes;
         n++;
     }
-    if (v != NULL)
-        st = cg__fused_staged(core, be, v, n, fbuf, off, i, group);
-    else
+    if (staged)
+        st = cg_hvd_fused_staged(core, be, i, group, n, fbuf, off, &staged);
+    if (!staged)
         st = cg__fused_packed(core, be, fbuf, off, i, group);
     cg__count_call(core, n);
     core->tstats.fused_bytes += n > 1 ? off : 0;
@@ -361,8 +258,12 @@ static cg_status_t cg__allreduce(cg_hvd_core_t *core, size_t i)
     if (bytes > 0 && cg__fusion_buffer(core, e, &cap) != NULL && bytes <= cap)
         return cg__fused_allreduce(core, i);
     uint64_t tl_t0 = cg_hvd_tl_now(core);
-    st = cg__run_allreduce(core, be, e, e->local->input, e->local->output,
-                           e->local->count);
+    if (e->w.device < 0 && be->ops->allreduce_staged != NULL &&
+        core->size > 2) /* the ring on its own segments, as when fused */
+        st = cg_hvd_single_staged(core, be, e);
+    else
+        st = cg__run_allreduce(core, be, e, e->local->input,
+                               e->local->output, e->local->count);
     cg__count_call(core, 1);
     cg_hvd_tl_single(core, e, tl_t0, be->ops->allreduce_activity);
     e->done = true;

@@ -5,7 +5,10 @@
  * result is bit-identical to cg_allreduce in place on the same data
  * (non-integer floats, so a changed reduction order would show), for the
  * ring (uneven segments, pieces, prescale) and recursive doubling, 2-4
- * ranks; a staged call without callbacks is refused.
+ * ranks; with caller segments (several tensors laid out segment by
+ * segment), each tensor comes out with the bits of cg_allreduce on that
+ * tensor alone; a staged call without callbacks, or with segments that do
+ * not sum to the count, is refused.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -58,7 +61,7 @@ static void body_staged(coll_rank_t *cr, void *arg)
     uint8_t *buf = malloc(bytes), *marks = calloc(2, bytes);
     stage_state_t s = {(const uint8_t *)src, buf, (uint8_t *)dst, marks,
                        marks + bytes, 0};
-    cg_coll_stage_t stage = {st_fill, st_drain, &s};
+    cg_coll_stage_t stage = {st_fill, st_drain, &s, NULL};
     cg_status_t st;
 
     for (size_t i = 0; i < n; i++)
@@ -121,7 +124,7 @@ Test(coll_staged, small_messages_fill_whole_then_drain, .timeout = 60)
 static void body_nocallbacks(coll_rank_t *cr, void *arg)
 {
     float x = 1;
-    cg_coll_stage_t empty = {NULL, NULL, NULL};
+    cg_coll_stage_t empty = {NULL, NULL, NULL, NULL};
     (void)arg;
     cr->rep->status = cg_allreduce_staged(cr->comm, &x, 1, CG_DTYPE_F32,
                                           CG_OP_SUM, 1.0, 1.0, &empty);
@@ -138,6 +141,107 @@ Test(coll_staged, missing_callbacks_are_refused, .timeout = 60)
                      r, cg_status_name(rep[r].status));
         cr_assert(strstr(rep[r].msg, "fill and drain") != NULL, "%s",
                   rep[r].msg);
+    }
+    coll_job_free(rep, 2);
+}
+
+/* Three tensors of awkward sizes laid out segment by segment (ring
+ * segment r holds each tensor's r-th part, cut as cg_ring_seg cuts it):
+ * each result must equal, bit for bit, the ring (CG_ALGO=ring) on that
+ * tensor alone. Without the segments the 5-element tensor differs. */
+#define SEG_T 3
+static const size_t seg_counts[SEG_T] = {10007, 333, 5};
+
+static void body_segments(coll_rank_t *cr, void *arg)
+{
+    int n = cr->size;
+    size_t total = 0, segs[8] = {0}, off, cnt, at = 0;
+    float *t[SEG_T], *packed, *buf;
+    stage_state_t s;
+    uint8_t *marks;
+    cg_coll_stage_t stage = {st_fill, st_drain, &s, segs};
+    cg_status_t st = CG_OK;
+    (void)arg;
+
+    for (int k = 0; k < SEG_T; k++)
+        total += seg_counts[k];
+    packed = malloc(total * sizeof(float));
+    buf = malloc(total * sizeof(float));
+    marks = calloc(2, total * sizeof(float));
+    s = (stage_state_t){(const uint8_t *)packed, (uint8_t *)buf,
+                        (uint8_t *)packed, marks, marks + total * 4, 0};
+    for (int k = 0; k < SEG_T; k++) {
+        t[k] = malloc(seg_counts[k] * sizeof(float));
+        for (size_t i = 0; i < seg_counts[k]; i++)
+            t[k][i] = (float)cos((double)i * 0.11 + k + cr->rank * 2.3) * 7e2f;
+    }
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k < SEG_T; k++) {
+            cg_ring_seg(NULL, seg_counts[k], n, r, &off, &cnt);
+            memcpy(packed + at, t[k] + off, cnt * sizeof(float));
+            at += cnt;
+            segs[r] += cnt;
+        }
+    st = cg_allreduce_staged(cr->comm, buf, total, CG_DTYPE_F32, CG_OP_SUM,
+                             1.0, 1.0, &stage); /* drains into packed */
+    for (int k = 0; k < SEG_T && st == CG_OK; k++)
+        st = cg_allreduce(cr->comm, t[k], t[k], seg_counts[k], CG_DTYPE_F32,
+                          CG_OP_SUM, 1.0, 1.0);
+    if (st != CG_OK) {
+        cr->rep->status = st;
+        snprintf(cr->rep->msg, sizeof(cr->rep->msg), "%s", cg_last_error());
+    }
+    at = 0;
+    for (int r = 0; r < n && cr->rep->status == CG_OK; r++)
+        for (int k = 0; k < SEG_T && cr->rep->status == CG_OK; k++) {
+            cg_ring_seg(NULL, seg_counts[k], n, r, &off, &cnt);
+            for (size_t i = 0; i < cnt; i++)
+                if (memcmp(&packed[at + i], &t[k][off + i], 4) != 0)
+                    fail(cr, CG_ERR_INTERNAL, "element %zu of tensor %g is "
+                         "%.9g fused", off + i, k, packed[at + i]);
+            at += cnt;
+        }
+    for (int k = 0; k < SEG_T; k++)
+        free(t[k]);
+    free(packed);
+    free(buf);
+    free(marks);
+}
+
+Test(coll_staged, caller_segments_give_each_tensor_its_own_bits,
+     .timeout = 120)
+{
+    for (int size = 3; size <= 4; size++) {
+        int status[4];
+        coll_report_t *rep = coll_job_run(size, "20s", "ring", body_segments,
+                                          NULL, coll_scaled_s(60), status);
+        for (int r = 0; r < size; r++)
+            cr_assert_eq(rep[r].status, CG_OK, "%d ranks, rank %d: %s: %s",
+                         size, r, cg_status_name(rep[r].status), rep[r].msg);
+        coll_job_free(rep, size);
+    }
+}
+
+static void body_badsegs(coll_rank_t *cr, void *arg)
+{
+    float x[4] = {1, 2, 3, 4};
+    size_t segs[2] = {1, 2}; /* sums to 3, count is 4 */
+    cg_coll_stage_t stage = {st_fill, st_drain, NULL, segs};
+    (void)arg;
+    cr->rep->status = cg_allreduce_staged(cr->comm, x, 4, CG_DTYPE_F32,
+                                          CG_OP_SUM, 1.0, 1.0, &stage);
+    snprintf(cr->rep->msg, sizeof(cr->rep->msg), "%s", cg_last_error());
+}
+
+Test(coll_staged, segments_must_sum_to_the_count, .timeout = 60)
+{
+    int status[2];
+    coll_report_t *rep = coll_job_run(2, "10s", "auto", body_badsegs, NULL,
+                                      coll_scaled_s(30), status);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(rep[r].status, CG_ERR_INVALID_PARAM, "rank %d: %s", r,
+                     cg_status_name(rep[r].status));
+        cr_assert(strstr(rep[r].msg, "sum to 3") != NULL, "%s", rep[r].msg);
     }
     coll_job_free(rep, 2);
 }
