@@ -102,6 +102,8 @@ typedef struct cg__ag {
     int left, right;
     cg__ag_cursor_t rcur, scur;
     size_t nrecv, nsend, own_pieces;
+    size_t piece;
+    size_t own_len, own_copied; /* out of place: copy of own into recv */
     size_t rposted, rdone, sposted, sdone;
 } cg__ag_t;
 
@@ -183,22 +185,34 @@ static cg_status_t cg__ag_post_sends(cg__ag_t *ag)
     return CG_OK;
 }
 
-/* Out of place, this rank's block is copied into the result first
- * (measured no slower than copying while the first transfers run). */
-static cg_status_t cg__ag_ring(cg__ag_t *ag, size_t own_len)
+/* Out of place, a piece of this rank's block is copied into the result
+ * whenever the transfers make no progress (sends read the caller's
+ * block, so the copy races nothing); what is left after them, at the end. */
+static bool cg__ag_copy_own(cg__ag_t *ag, size_t max)
+{
+    size_t len = ag->own_len - ag->own_copied;
+
+    if (len == 0)
+        return false;
+    len = len < max ? len : max;
+    memcpy(ag->recv + ag->own_off + ag->own_copied,
+           ag->own + ag->own_copied, len);
+    ag->own_copied += len;
+    return true;
+}
+
+static cg_status_t cg__ag_ring(cg__ag_t *ag)
 {
     cg_coll_op_t *op = ag->op;
     cg_status_t st;
 
-    if (own_len > 0 && ag->own != ag->recv + ag->own_off)
-        memcpy(ag->recv + ag->own_off, ag->own, own_len);
     while (ag->rdone < ag->nrecv || ag->sdone < ag->nsend) {
         bool moved = false;
         if ((st = cg__ag_post_recvs(ag)) != CG_OK ||
             (st = cg__ag_post_sends(ag)) != CG_OK ||
             (st = cg__ag_reap(ag, &moved)) != CG_OK)
             return st;
-        if (!moved) {
+        if (!moved && !cg__ag_copy_own(ag, ag->piece)) {
             const cg_xfer_t *w =
                 ag->rdone < ag->rposted
                     ? &op->x[ag->rdone % CG__AG_RECVS]
@@ -207,6 +221,7 @@ static cg_status_t cg__ag_ring(cg__ag_t *ag, size_t own_len)
                 return st;
         }
     }
+    cg__ag_copy_own(ag, ag->own_len);
     return CG_OK;
 }
 
@@ -267,7 +282,9 @@ cg_status_t cg_allgatherv(cg_comm_t *comm, const void *sendbuf,
     ag.nrecv = cg__ag_pieces(bytes, piece, n, ag.left, n - 1);
     ag.nsend = cg__ag_pieces(bytes, piece, n, r, n - 1);
     ag.own_pieces = cg__ag_pieces(bytes, piece, n, r, 1);
-    st = cg__ag_ring(&ag, bytes[r]);
+    ag.piece = piece;
+    ag.own_len = ag.own != ag.recv + ag.own_off ? bytes[r] : 0;
+    st = cg__ag_ring(&ag);
     if (st != CG_OK)
         return cg_coll_abort(cop, st);
     return CG_OK;

@@ -45,6 +45,41 @@ static int64_t cg__dim0_sum(const cg_hvd_core_t *core,
     return dim0;
 }
 
+/* The bytes of e's gathered result; false when they, a row or the summed
+ * first dimension overflow (an absurd shape: every rank reaches the same
+ * verdict from the agreed shapes). Checked before any size is used. */
+static bool cg__result_bytes(const cg_hvd_core_t *core,
+                             const cg_hvd_entry_t *e, size_t *bytes_p)
+{
+    size_t row = cg_dtype_size((cg_dtype_t)e->w.dtype), rows = 0;
+
+    for (int d = 1; d < e->w.ndim; d++)
+        if (__builtin_mul_overflow(row, (size_t)e->w.shape[d], &row))
+            return false;
+    for (int r = 0; r < core->size; r++)
+        if (__builtin_add_overflow(rows, (size_t)e->dim0[r], &rows))
+            return false;
+    return rows <= INT64_MAX && !__builtin_mul_overflow(rows, row, bytes_p);
+}
+
+/* Fails e alone on every rank (no collective, the comm stays usable). */
+static cg_status_t cg__too_large(const cg_hvd_core_t *core,
+                                 const cg_hvd_entry_t *e)
+{
+    char shape[128];
+    size_t n = 0;
+
+    shape[0] = '\0';
+    for (int d = 1; d < e->w.ndim && n < sizeof(shape); d++)
+        n += (size_t)snprintf(shape + n, sizeof(shape) - n, "%s%lld",
+                              d > 1 ? ", " : "", (long long)e->w.shape[d]);
+    return cg_error_set(CG_ERR_INVALID_PARAM, "allgather of tensor '%s': "
+                        "its result (the first dimensions of %d ranks, "
+                        "rows of [%s] %s) is larger than the address space",
+                        e->w.name, core->size, shape,
+                        cg_dtype_name((cg_dtype_t)e->w.dtype));
+}
+
 static bool cg__fusable(const cg_hvd_entry_t *a, const cg_hvd_entry_t *b)
 {
     return !b->done && !b->failed && b->w.type == CG_HVD_ALLGATHER &&
@@ -76,9 +111,8 @@ static size_t cg__group(cg_hvd_core_t *core, size_t i, int group)
     for (size_t j = i; j < core->ready_len; j++) {
         cg_hvd_entry_t *e = core->ready[j];
         size_t bytes;
-        if (!cg__fusable(head, e))
+        if (!cg__fusable(head, e) || !cg__result_bytes(core, e, &bytes))
             continue;
-        bytes = (size_t)cg__dim0_sum(core, e) * cg__row_bytes(e);
         if (bytes > cap - used && n > 0)
             break;
         e->group = group;
@@ -226,9 +260,19 @@ cg_status_t cg_hvd_allgather_run(cg_hvd_core_t *core, size_t i)
     cg_hvd_entry_t *head = core->ready[i];
     uint64_t tl_t0 = cg_hvd_tl_now(core);
     int group = (int)i + 1;
-    size_t *blocks = NULL, n = cg__group(core, i, group);
-    cg_status_t st = cg__alloc(core, i, group, &blocks);
-    bool issued = st == CG_OK; /* a collective ran (every rank alike) */
+    size_t *blocks = NULL, n, bytes;
+    cg_status_t st;
+    bool issued;
+
+    if (!cg__result_bytes(core, head, &bytes)) {
+        st = cg__too_large(core, head);
+        head->group = group;
+        cg__complete(core, i, group, st);
+        return st;
+    }
+    n = cg__group(core, i, group);
+    st = cg__alloc(core, i, group, &blocks);
+    issued = st == CG_OK; /* a collective ran (every rank alike) */
 
     if (issued && n == 1)
         st = cg__gather_alone(core, head, blocks);

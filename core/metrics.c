@@ -161,6 +161,10 @@ static void cg__hvd_part(cg__out_t *o, const cg_hvd_stats_t *st)
             "Collectives issued for allreduces.", st->allreduce_calls);
     cg__u64(o, "collguard_hvd_allreduce_tensors_total", "counter",
             "Tensors those collectives completed.", st->allreduce_tensors);
+    cg__u64(o, "collguard_hvd_allgather_calls_total", "counter",
+            "Collectives issued for allgathers.", st->allgather_calls);
+    cg__u64(o, "collguard_hvd_allgather_tensors_total", "counter",
+            "Tensors those collectives completed.", st->allgather_tensors);
     cg__u64(o, "collguard_hvd_fused_calls_total", "counter",
             "Allreduce collectives that carried more than one tensor.",
             st->fused_calls);

@@ -4,7 +4,8 @@
  * ragged blocks on 2, 3 and 4 ranks, zero-size blocks, one rank with
  * everything, 1 byte to several MiB (many pieces per block), in place and
  * out of place, every byte checked on every rank; argument errors; a
- * killed rank fails the operation on the others within CG_TIMEOUT.
+ * killed or silent (stopped) rank fails the operation on the others
+ * within CG_TIMEOUT, naming it.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -141,15 +142,15 @@ Test(coll_allgather, bad_arguments_are_rejected_before_any_transfer,
     coll_job_free(rep, 2);
 }
 
-/* Rank 2 dies before its 3rd allgather of 1 MiB blocks. */
+/* Rank 2 dies (SIGKILL) or goes silent (SIGSTOP) before its 3rd
+ * allgather of 1 MiB blocks. */
 static void body_victim(coll_rank_t *cr, void *arg)
 {
     size_t bytes[3] = {1u << 20, 1u << 20, 1u << 20};
     uint8_t *buf = calloc(3, 1u << 20);
-    (void)arg;
     for (int it = 0; it < 1000; it++) {
         if (cr->rank == 2 && it == 2)
-            raise(SIGKILL);
+            raise(*(int *)arg);
         double t0 = coll_now_s();
         cg_status_t st = cg_allgatherv(cr->comm, buf + (cr->rank << 20),
                                        buf, bytes);
@@ -165,11 +166,11 @@ static void body_victim(coll_rank_t *cr, void *arg)
     free(buf);
 }
 
-Test(coll_allgather, killed_rank_fails_the_others_within_the_timeout,
-     .timeout = 60)
+/* The live ranks fail the 3rd allgather within limit_s, naming rank 2. */
+static void check_victim(int sig, double limit_s)
 {
     int status[3];
-    coll_report_t *rep = coll_job_run(3, "2s", "auto", body_victim, NULL,
+    coll_report_t *rep = coll_job_run(3, "2s", "auto", body_victim, &sig,
                                       coll_scaled_s(30), status);
     cr_assert(WIFSIGNALED(status[2]), "rank 2 status 0x%x", status[2]);
     for (int r = 0; r < 2; r++) {
@@ -178,7 +179,7 @@ Test(coll_allgather, killed_rank_fails_the_others_within_the_timeout,
         cr_assert(CG_STATUS_IS_PEER_FAILURE(rep[r].status),
                   "rank %d: %s: %s", r, cg_status_name(rep[r].status),
                   rep[r].msg);
-        cr_assert(rep[r].elapsed_s < coll_scaled_s(4.0),
+        cr_assert(rep[r].elapsed_s < coll_scaled_s(limit_s),
                   "rank %d failed after %.2fs", r, rep[r].elapsed_s);
         cr_assert(strstr(rep[r].msg, "allgather") != NULL, "message: %s",
                   rep[r].msg);
@@ -187,4 +188,15 @@ Test(coll_allgather, killed_rank_fails_the_others_within_the_timeout,
               "no message names rank 2: '%s' / '%s'", rep[0].msg,
               rep[1].msg);
     coll_job_free(rep, 3);
+}
+
+Test(coll_allgather, killed_rank_fails_the_others_naming_it, .timeout = 60)
+{
+    check_victim(SIGKILL, 2.0);
+}
+
+Test(coll_allgather, silent_rank_fails_the_others_within_the_timeout,
+     .timeout = 60)
+{
+    check_victim(SIGSTOP, 2.0 + 2.0); /* CG_TIMEOUT 2s, plus slack */
 }

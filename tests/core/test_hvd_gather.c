@@ -4,8 +4,10 @@
  * forked ranks: 50 ragged allgathers (some ranks give no rows) of two
  * dtypes fuse into one collective per dtype; with fusion off each is its
  * own; a tensor larger than the fusion threshold is gathered alone
- * between two fused groups; injected allocation faults are retried; the
- * timeline shows the fused tensors in one COLLGUARD_ALLGATHER span
+ * between two fused groups; injected allocation faults are retried; a
+ * result no rank can allocate fails every rank instead of hanging one; a
+ * result larger than the address space fails alone and the core goes on;
+ * the timeline shows the fused tensors in one COLLGUARD_ALLGATHER span
  * (gather_timeline_check.py). Every element is checked on every rank.
  */
 #include <criterion/criterion.h>
@@ -201,4 +203,86 @@ Test(hvd_gather, timeline_shows_one_span_per_fused_group, .timeout = 60)
     int rc = system(cmd);
     unlink(path);
     cr_assert_eq(rc, 0, "gather_timeline_check.py failed (status %d)", rc);
+}
+
+/* Rank 0 gives 16 rows of 1 TiB (never read: the 16 TiB result cannot be
+ * allocated first): every rank fails it naming the tensor and the sizes
+ * instead of waiting for the others (under ASan, allocator_may_return_null
+ * comes from ctest). */
+static int body_no_memory(hj_rank_t *self)
+{
+    uint8_t never_read[8] = {0};
+    cg_hvd_req_h req;
+    cg_hvd_tensor_t t = {.name = "gath.nomem", .dtype = CG_DTYPE_U8,
+                         .ndim = 3, .shape = {self->rank == 0 ? 16 : 0,
+                                              1 << 20, 1 << 20},
+                         .input = never_read};
+    cg_status_t st;
+
+    HJ_CHECK(self, cg_hvd_enqueue_allgather(self->core, &t, &req) == CG_OK,
+             "enqueue: %s", cg_last_error());
+    st = cg_hvd_wait(req);
+    snprintf(self->msg, sizeof(self->msg), "%s", cg_hvd_error(req));
+    HJ_CHECK(self, st == CG_ERR_NO_MEMORY, "status %s: %s",
+             cg_status_name(st), cg_hvd_error(req));
+    cg_hvd_release(req);
+    return 0;
+}
+
+Test(hvd_gather, result_that_cannot_be_allocated_fails_every_rank,
+     .timeout = 60)
+{
+    hj_rank_t *rep = hj_run(3, NULL, body_no_memory, NULL);
+    hj_assert_passed(rep, 3);
+    for (int r = 0; r < 3; r++)
+        cr_assert(strstr(rep[r].msg, "allgather of tensor 'gath.nomem': no "
+                         "memory for the 16 x 1099511627776-byte result") !=
+                      NULL,
+                  "rank %d: %s", r, rep[r].msg);
+    hj_free(rep, 3);
+}
+
+/* Rows of 2^62 x 2^62 f32: the result size overflows; every rank fails
+ * that tensor alone, without a collective, and the core goes on. */
+static int body_overflow(hj_rank_t *self)
+{
+    float row[GT_COLS] = {1, 2, 3, (float)self->rank};
+    cg_hvd_req_h bad, good;
+    cg_hvd_tensor_t tb = {.name = "gath.huge", .dtype = CG_DTYPE_F32,
+                          .ndim = 3, .shape = {1, 1ll << 62, 1ll << 62},
+                          .input = row};
+    cg_hvd_tensor_t tg = {.name = "gath.next", .dtype = CG_DTYPE_F32,
+                          .ndim = 2, .shape = {1, GT_COLS}, .input = row};
+    const void *data;
+    int64_t dim0;
+
+    HJ_CHECK(self, cg_hvd_enqueue_allgather(self->core, &tb, &bad) == CG_OK,
+             "enqueue: %s", cg_last_error());
+    HJ_CHECK(self, cg_hvd_wait(bad) == CG_ERR_INVALID_PARAM, "status: %s",
+             cg_hvd_error(bad));
+    snprintf(self->msg, sizeof(self->msg), "%s", cg_hvd_error(bad));
+    cg_hvd_release(bad);
+    HJ_CHECK(self, cg_hvd_enqueue_allgather(self->core, &tg, &good) == CG_OK &&
+                       cg_hvd_wait(good) == CG_OK &&
+                       cg_hvd_allgather_result(good, &data, &dim0) == CG_OK,
+             "the next allgather: %s", cg_hvd_error(good));
+    HJ_CHECK(self, dim0 == self->size &&
+                       ((const float *)data)[GT_COLS * 2 - 1] == 1.0f,
+             "the next allgather: %lld rows", (long long)dim0);
+    cg_hvd_release(good);
+    return 0;
+}
+
+Test(hvd_gather, result_larger_than_the_address_space_fails_alone,
+     .timeout = 60)
+{
+    hj_rank_t *rep = hj_run(2, NULL, body_overflow, NULL);
+    hj_assert_passed(rep, 2);
+    for (int r = 0; r < 2; r++)
+        cr_assert(strstr(rep[r].msg, "allgather of tensor 'gath.huge': its "
+                         "result (the first dimensions of 2 ranks, rows of "
+                         "[4611686018427387904, 4611686018427387904] f32) is "
+                         "larger than the address space") != NULL,
+                  "rank %d: %s", r, rep[r].msg);
+    hj_free(rep, 2);
 }

@@ -57,6 +57,15 @@ static int body_counts(hj_rank_t *self)
         HJ_CHECK(self, cg_hvd_wait(req) == CG_OK, "%s", cg_hvd_error(req));
         cg_hvd_release(req);
     }
+    {
+        cg_hvd_tensor_t g = {.name = "g", .dtype = CG_DTYPE_F32, .ndim = 1,
+                             .shape = {2}, .input = x, .device = -1};
+        cg_hvd_req_h req;
+        HJ_CHECK(self, cg_hvd_enqueue_allgather(self->core, &g, &req) ==
+                           CG_OK, "allgather: %s", cg_last_error());
+        HJ_CHECK(self, cg_hvd_wait(req) == CG_OK, "%s", cg_hvd_error(req));
+        cg_hvd_release(req);
+    }
     cg_hvd_core_stats(self->core, &self->stats);
     cg_hvd_core_destroy(self->core); /* the last write */
     self->destroyed = 1;
@@ -64,6 +73,11 @@ static int body_counts(hj_rank_t *self)
              "collguard_hvd_allreduce_tensors_total{rank=\"%d\"}", self->rank);
     HJ_CHECK(self, series_value(self->rank, series) == 3,
              "final file says %lld tensors, want 3",
+             series_value(self->rank, series));
+    snprintf(series, sizeof(series),
+             "collguard_hvd_allgather_tensors_total{rank=\"%d\"}", self->rank);
+    HJ_CHECK(self, series_value(self->rank, series) == 1,
+             "final file says %lld allgathered tensors, want 1",
              series_value(self->rank, series));
     return 0;
 }
