@@ -18,6 +18,7 @@
 
 #include "core/base/error.h"
 #include "core/hvd_core.h"
+#include "core/hvd_gpu.h"
 #include "core/hvd_timeline.h"
 
 #define CG__GATHER_ACTIVITY "COLLGUARD_ALLGATHER"
@@ -167,6 +168,24 @@ static cg_status_t cg__alloc(cg_hvd_core_t *core, size_t i, int group,
     return CG_OK;
 }
 
+/* After this rank's rows of CUDA tensors were copied in: a failed copy
+ * breaks the group (the others would otherwise gather rows never
+ * written), as a failed CUDA copy breaks the GPU backend for allreduce. */
+static cg_status_t cg__rows_copied(cg_hvd_core_t *core,
+                                   const cg_hvd_entry_t *e)
+{
+    char why[256];
+    cg_status_t st;
+
+    if (e->w.device < 0 || (st = cg_hvd_gpu_copy_status(core->gpu)) == CG_OK)
+        return CG_OK;
+    snprintf(why, sizeof(why), "%s", cg_last_error());
+    cg_comm_fail(core->comm);
+    return cg_error_set(st, "allgather of tensor '%s': copying this rank's "
+                        "rows off device %d failed: %s", e->w.name,
+                        e->w.device, why);
+}
+
 /* One tensor straight into its result (this rank's rows copied in first
  * for CUDA tensors, sent from the input for host ones). */
 static cg_status_t cg__gather_alone(cg_hvd_core_t *core, cg_hvd_entry_t *e,
@@ -175,6 +194,7 @@ static cg_status_t cg__gather_alone(cg_hvd_core_t *core, cg_hvd_entry_t *e,
     struct cg_hvd_req *req = e->local;
     size_t row = cg__row_bytes(e), off = 0;
     const void *send = req->input;
+    cg_status_t st;
 
     for (int r = 0; r < core->size; r++) {
         blocks[r] = (size_t)e->dim0[r] * row;
@@ -184,6 +204,9 @@ static cg_status_t cg__gather_alone(cg_hvd_core_t *core, cg_hvd_entry_t *e,
         send = (char *)req->gather + off;
         cg_hvd_copy_in(core, e, (void *)send, req->input,
                        blocks[core->rank]);
+        st = cg__rows_copied(core, e);
+        if (st != CG_OK)
+            return st;
     }
     return cg_allgatherv(core->comm, send, req->gather, blocks);
 }
@@ -218,6 +241,9 @@ static cg_status_t cg__gather_fused(cg_hvd_core_t *core, size_t i,
         pos += len;
         e->foff = 0; /* bytes of its result filled so far */
     }
+    st = cg__rows_copied(core, core->ready[i]);
+    if (st != CG_OK)
+        return st;
     cg_hvd_tl_fused(core, i, group, CG_HVD_TL_PACKED, tl_t0,
                     CG__GATHER_ACTIVITY);
     st = cg_allgatherv(core->comm, fbuf + off, fbuf, blocks);

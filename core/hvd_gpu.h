@@ -61,6 +61,10 @@ cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu);
  * broken: a rank whose CUDA copies fail cannot keep in step. */
 void cg_hvd_gpu_copy_in(cg_hvd_gpu_t *gpu, void *dst, const void *src,
                         size_t bytes);
+/* The failure cg_hvd_gpu_copy_in kept (its message in cg_last_error()),
+ * or CG_OK: for callers that run no GPU collective after their copies
+ * (allgather). */
+cg_status_t cg_hvd_gpu_copy_status(const cg_hvd_gpu_t *gpu);
 /* Out of the fusion buffer into a tensor: queued; the caller waits with
  * cg_hvd_gpu_sync before completing the requests. The status of queueing
  * the copy (or of a kept failure). */

@@ -33,6 +33,13 @@ void cg_hvd_gpu_copy_in(cg_hvd_gpu_t *gpu, void *dst, const void *src,
     }
 }
 
+cg_status_t cg_hvd_gpu_copy_status(const cg_hvd_gpu_t *gpu)
+{
+    if (gpu->failed == CG_OK)
+        return CG_OK;
+    return cg_error_set(gpu->failed, "%s", gpu->failed_msg);
+}
+
 cg_status_t cg_hvd_gpu_copy_out(cg_hvd_gpu_t *gpu, void *dst,
                                 const void *src, size_t bytes)
 {
