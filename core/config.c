@@ -113,6 +113,10 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      CG__OFF(fault_alloc), NULL, 0, 1000000000, 0,
      "Testing: fail every Nth buffer allocation (fusion, ring, staging, "
      "registration; 0: off). CONTROL allocations are never failed."},
+    {CG_CFG_FAULT_COLLECTIVE, "CG_FAULT_COLLECTIVE", {NULL, NULL}, CG__T_INT,
+     "0", CG__OFF(fault_collective), NULL, 0, 1000000000, 0,
+     "Testing: the Horovod shim's Nth allreduce or broadcast on this rank "
+     "fails as if its backend broke (an MPI or NCCL error; 0: off)."},
     {CG_CFG_TRANSPORT, "CG_TRANSPORT", {NULL, NULL}, CG__T_ENUM, "auto",
      CG__OFF(transport), cg__transports, 0, 0, 0,
      "Point-to-point transport: auto (UCX when built in), ucx, socket."},

@@ -61,6 +61,7 @@ typedef enum {
     CG_CFG_PROBE_INTERVAL,
     CG_CFG_OOM_WINDOW,
     CG_CFG_FAULT_ALLOC,
+    CG_CFG_FAULT_COLLECTIVE,
     CG_CFG_TRANSPORT,
     CG_CFG_TIMEOUT,
     CG_CFG_SOCKET_IFNAME,
@@ -102,6 +103,8 @@ typedef struct cg_config {
     uint64_t probe_interval_ns;
     uint64_t oom_window_ns;
     uint64_t fault_alloc;        /* fail every Nth buffer allocation; 0 off */
+    int fault_collective;        /* shim: this rank's Nth collective breaks
+                                    its backend; 0 off */
     cg_transport_kind_t transport;
     uint64_t timeout_ns;
     char socket_ifname[64];

@@ -187,6 +187,7 @@ struct cg_hvd_core {
     uint64_t stall_warn_ns;   /* last stall warning (0: none) */
     bool stall_stop;          /* a stall passed CG_STALL_SHUTDOWN_TIME */
     uint64_t n_hits, n_full, n_warned; /* not yet added to stats */
+    uint64_t n_colls;         /* allreduces and broadcasts begun here */
     cg_list_t entry_pool;     /* freed entries kept for reuse */
     size_t pool_len;
     struct cg_metrics *metrics; /* CG_METRICS_FILE (hvd_metrics.c); NULL */

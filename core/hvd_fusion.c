@@ -150,6 +150,21 @@ static cg_status_t cg__run_broadcast(cg_hvd_core_t *core, cg_backend_t *be,
                               cg__mem(e));
 }
 
+/* CG_FAULT_COLLECTIVE: the Nth collective of this rank breaks its
+ * backend, as an MPI or NCCL error would. */
+static cg_status_t cg__fault(cg_hvd_core_t *core, cg_backend_t *be)
+{
+    int n = core->ctx->cfg.fault_collective;
+
+    if (n <= 0 || ++core->n_colls != (uint64_t)n)
+        return CG_OK;
+    be->broken = true;
+    return cg_error_set(CG_ERR_IO, "collective %d of rank %d failed "
+                        "(CG_FAULT_COLLECTIVE=%d); the %s backend is "
+                        "unusable from now on", n, core->rank, n,
+                        be->ops->name);
+}
+
 /* A failure that leaves no way to run more collectives this job. */
 static bool cg__broken(const cg_hvd_core_t *core)
 {
@@ -255,6 +270,9 @@ static cg_status_t cg__allreduce(cg_hvd_core_t *core, size_t i)
     size_t bytes = cg_hvd_wire_count(&e->w) * cg_dtype_size(e->w.dtype), cap;
     cg_status_t st;
 
+    st = cg__fault(core, be);
+    if (st != CG_OK)
+        return st; /* the request fails with the core (cg_hvd_fail_all) */
     if (bytes > 0 && cg__fusion_buffer(core, e, &cap) != NULL && bytes <= cap)
         return cg__fused_allreduce(core, i);
     uint64_t tl_t0 = cg_hvd_tl_now(core);
@@ -276,9 +294,11 @@ static cg_status_t cg__broadcast(cg_hvd_core_t *core, cg_hvd_entry_t *e)
 {
     struct cg_hvd_req *req = e->local;
     cg_backend_t *be = cg__backend(core, e);
-    cg_status_t st;
+    cg_status_t st = cg__fault(core, be);
     uint64_t tl_t0 = cg_hvd_tl_now(core);
 
+    if (st != CG_OK)
+        return st;
     if (core->rank == e->w.root && req->output != req->input && req->count)
         cg_hvd_copy_in(core, e, req->output, req->input,
                        req->count * cg_dtype_size(e->w.dtype));
@@ -319,8 +339,14 @@ cg_status_t cg_hvd_execute(cg_hvd_core_t *core)
             break;
         }
         e->done = true;
-        if (st != CG_OK && cg__broken(core))
+        if (st != CG_OK && cg__broken(core)) {
+            /* A broken backend (MPI, NCCL) stops this rank; breaking the
+             * engine's group too makes the other ranks fail at their next
+             * negotiation instead of waiting CG_TIMEOUT for this one. */
+            if (!cg_comm_broken(core->comm))
+                cg_comm_fail(core->comm);
             break;
+        }
         st = CG_OK;
     }
     for (size_t i = 0; i < core->ready_len; i++)

@@ -9,6 +9,8 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tests/core/test_hvd_util.h"
 
@@ -301,4 +303,52 @@ Test(hvd_errors, three_and_four_ranks_same_bits_with_the_ring,
 {
     pressure_pair(3, "CG_ALGO=auto");
     pressure_pair(4, "CG_ALGO=auto");
+}
+
+/* Rank 1's third collective breaks its backend (CG_FAULT_COLLECTIVE, as an
+ * MPI or NCCL error would): every rank's third step fails well within
+ * CG_TIMEOUT (10 s here), rank 1 naming the fault, the others the peer
+ * whose connection closed; no rank hangs. */
+static int body_backend_breaks(hj_rank_t *self)
+{
+    float x[1024];
+    struct timespec t0, t1;
+
+    for (int step = 1; step <= 5; step++) {
+        cg_hvd_tensor_t t = ten("grad", CG_DTYPE_F32, 1024, x, x);
+        cg_hvd_req_h req;
+        cg_status_t st;
+        char msg[512];
+        for (int i = 0; i < 1024; i++)
+            x[i] = (float)(self->rank + i);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        st = cg_hvd_enqueue_allreduce(self->core, &t, CG_OP_SUM, 1, 1, &req);
+        snprintf(msg, sizeof(msg), "%s", cg_last_error());
+        if (st == CG_OK) {
+            st = cg_hvd_wait(req);
+            snprintf(msg, sizeof(msg), "%s", cg_hvd_error(req));
+            cg_hvd_release(req);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        HJ_CHECK(self, (st == CG_OK) == (step < 3), "step %d: %s: %s", step,
+                 cg_status_name(st), msg);
+        HJ_CHECK(self, t1.tv_sec - t0.tv_sec < 4, "step %d took %ld s: %s",
+                 step, (long)(t1.tv_sec - t0.tv_sec), msg);
+        if (step == 3)
+            HJ_CHECK(self, strstr(msg, self->rank == 1 ? "CG_FAULT_COLLECTIVE"
+                                                       : "from rank") != NULL,
+                     "step 3: %s", msg);
+        if (step == 3 && self->rank == 1) /* alive, silent: only breaking */
+            sleep(5);                     /* the group frees the others */
+    }
+    return 0;
+}
+
+Test(hvd_errors, a_broken_backend_on_one_rank_fails_every_rank_at_once,
+     .timeout = 60)
+{
+    const char *env[] = {"@1:CG_FAULT_COLLECTIVE=3", NULL};
+    hj_rank_t *rep = hj_run(3, env, body_backend_breaks, NULL);
+    hj_assert_passed(rep, 3);
+    hj_free(rep, 3);
 }

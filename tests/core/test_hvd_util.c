@@ -49,9 +49,19 @@ static int hj_rank_main(hj_rank_t *self, const char *const *extra, int port)
                  getenv("CG_TEST_HVD_LOG"));
         env[n++] = level;
     }
-    /* The first of a name wins: the scenario's variables come first. */
-    for (int i = 0; extra != NULL && extra[i] != NULL && i < 12; i++)
-        env[n++] = extra[i];
+    /* The first of a name wins: the scenario's variables come first;
+     * "@R:NAME=value" is for rank R only. */
+    for (int i = 0; extra != NULL && extra[i] != NULL && i < 12; i++) {
+        const char *v = extra[i];
+        if (v[0] == '@') {
+            char *end;
+            long r = strtol(v + 1, &end, 10);
+            if (*end != ':' || r != self->rank)
+                continue;
+            v = end + 1;
+        }
+        env[n++] = v;
+    }
     for (int i = 0; i < e.n; i++) {
         snprintf(vars[i], sizeof(vars[i]), "%s=%s", e.name[i], e.value[i]);
         env[n++] = vars[i];

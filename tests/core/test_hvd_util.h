@@ -32,7 +32,8 @@ struct hj_rank {
 };
 
 /* Runs size ranks of fn with the extra "NAME=value" variables (NULL-
- * terminated, may be NULL); returns shared reports (hj_free them).
+ * terminated, may be NULL; "@R:NAME=value" sets it on rank R only);
+ * returns shared reports (hj_free them).
  * Ranks still running after 20 s (scaled) are killed. */
 hj_rank_t *hj_run(int size, const char *const *env, hj_fn fn, void *arg);
 void hj_free(hj_rank_t *rep, int size);
