@@ -63,7 +63,7 @@ void *cg_hvd_cycle_main(void *arg)
     char msg[256];
 
     for (;;) {
-        uint64_t t0 = cg__now_ns();
+        uint64_t t0 = cg__now_ns(), t1, t2;
         cg_list_t *before = core->owned.prev;
         size_t n_new = 0;
         int stop_rank;
@@ -81,7 +81,10 @@ void *cg_hvd_cycle_main(void *arg)
         pthread_mutex_unlock(&core->lock);
 
         cg_hvd_tl_cycle_start(core);
+        t1 = cg__now_ns();
         st = cg_hvd_negotiate(core, before->next, n_new, stop, &stop_rank);
+        t2 = cg__now_ns();
+        core->tstats.negotiate_ns += t2 - t1;
         if (st == CG_OK && stop_rank >= 0) {
             snprintf(msg, sizeof(msg), "the collective core was shut down "
                      "(rank %d called cg_hvd_core_destroy) with this request "
@@ -92,6 +95,7 @@ void *cg_hvd_cycle_main(void *arg)
         progressed = n_new > 0 || core->ready_len > 0;
         if (st == CG_OK)
             st = cg_hvd_execute(core);
+        core->tstats.execute_ns += cg__now_ns() - t2;
         if (st != CG_OK) {
             snprintf(msg, sizeof(msg), "collective failed, the job cannot "
                      "continue: %s", cg_last_error());

@@ -369,6 +369,8 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core)
     s->fused_bytes = t->fused_bytes;
     s->allgather_calls = t->allgather_calls;
     s->allgather_tensors = t->allgather_tensors;
+    s->negotiate_ns = t->negotiate_ns;
+    s->execute_ns = t->execute_ns;
 }
 
 void cg_hvd_complete_begin(cg_hvd_core_t *core)

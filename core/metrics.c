@@ -96,6 +96,14 @@ static void cg__dbl(cg__out_t *o, const char *name, const char *help,
     cg__put(o, "%s{%s} %.17g\n", name, o->labels, v);
 }
 
+/* A counter of seconds from nanoseconds (Prometheus' base unit). */
+static void cg__sec(cg__out_t *o, const char *name, const char *help,
+                    uint64_t ns)
+{
+    cg__family(o, name, "counter", help);
+    cg__put(o, "%s{%s} %.9f\n", name, o->labels, (double)ns / 1e9);
+}
+
 /* One series per accounted category, label category="fusion", ... */
 static void cg__per_cat(cg__out_t *o, const char *name, const char *help,
                         const uint64_t *v)
@@ -165,6 +173,12 @@ static void cg__hvd_part(cg__out_t *o, const cg_hvd_stats_t *st)
             "Collectives issued for allgathers.", st->allgather_calls);
     cg__u64(o, "collguard_hvd_allgather_tensors_total", "counter",
             "Tensors those collectives completed.", st->allgather_tensors);
+    cg__sec(o, "collguard_hvd_negotiate_seconds_total",
+            "Background thread time spent agreeing on what is ready.",
+            st->negotiate_ns);
+    cg__sec(o, "collguard_hvd_execute_seconds_total",
+            "Background thread time spent running it (copies, "
+            "collectives, completion).", st->execute_ns);
     cg__u64(o, "collguard_hvd_fused_calls_total", "counter",
             "Allreduce collectives that carried more than one tensor.",
             st->fused_calls);

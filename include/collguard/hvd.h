@@ -80,6 +80,11 @@ typedef struct cg_hvd_stats {
     uint64_t stalls_warned;      /* stall warnings (rank 0 logs them) */
     uint64_t allgather_calls;    /* collectives issued for allgathers */
     uint64_t allgather_tensors;  /* tensors those calls completed */
+    /* Background thread time, ns, added at the end of each cycle: agreeing
+     * on what is ready (negotiation, response cache, stall checks) and
+     * running it (copies, collectives, completion). */
+    uint64_t negotiate_ns;
+    uint64_t execute_ns;
 } cg_hvd_stats_t;
 
 /* Collective over the ctx's bootstrap (ctx created with

@@ -67,6 +67,10 @@ static int body_counts(hj_rank_t *self)
         cg_hvd_release(req);
     }
     cg_hvd_core_stats(self->core, &self->stats);
+    HJ_CHECK(self, self->stats.negotiate_ns > 0 && self->stats.execute_ns > 0,
+             "thread time: negotiation %llu ns, execution %llu ns",
+             (unsigned long long)self->stats.negotiate_ns,
+             (unsigned long long)self->stats.execute_ns);
     cg_hvd_core_destroy(self->core); /* the last write */
     self->destroyed = 1;
     snprintf(series, sizeof(series),
