@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Forked multi-rank jobs for the collective tests (see coll_job.h).
+ * Forked multi-rank jobs for the collective tests and the checks they
+ * share (see coll_job.h).
  */
 #include "tests/core/coll_job.h"
+
+#include <criterion/criterion.h>
 
 #include <signal.h>
 #include <stdio.h>
@@ -119,4 +122,54 @@ coll_report_t *coll_job_run(int size, const char *timeout, const char *algo,
 void coll_job_free(coll_report_t *rep, int size)
 {
     munmap(rep, (size_t)size * sizeof(coll_report_t));
+}
+
+void coll_report(coll_rank_t *cr, cg_status_t st, double t0)
+{
+    cr->rep->status = st;
+    cr->rep->elapsed_s = coll_now_s() - t0;
+    snprintf(cr->rep->msg, sizeof(cr->rep->msg), "%s", cg_last_error());
+}
+
+void coll_check_refused(coll_body_fn body, cg_status_t want,
+                        const char *text)
+{
+    int status[2];
+    coll_report_t *rep = coll_job_run(2, "10s", "auto", body, NULL,
+                                      coll_scaled_s(30), status);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(rep[r].status, want, "rank %d: %s: %s", r,
+                     cg_status_name(rep[r].status), rep[r].msg);
+        cr_assert(strstr(rep[r].msg, text) != NULL, "message: %s",
+                  rep[r].msg);
+        cr_assert_eq(rep[r].iters, 1, "rank %d: no collective after the "
+                     "errors", r);
+    }
+    coll_job_free(rep, 2);
+}
+
+void coll_check_victim(coll_body_fn body, int sig, double limit_s,
+                       int iters, const char *op)
+{
+    int status[3];
+    coll_report_t *rep = coll_job_run(3, "2s", "auto", body, &sig,
+                                      coll_scaled_s(30), status);
+    cr_assert(WIFSIGNALED(status[2]), "rank 2 status 0x%x", status[2]);
+    cr_log_info("rank 0 after %.2fs: %s", rep[0].elapsed_s, rep[0].msg);
+    cr_log_info("rank 1 after %.2fs: %s", rep[1].elapsed_s, rep[1].msg);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(rep[r].iters, iters, "rank %d completed %d", r,
+                     rep[r].iters);
+        cr_assert(CG_STATUS_IS_PEER_FAILURE(rep[r].status),
+                  "rank %d: %s: %s", r, cg_status_name(rep[r].status),
+                  rep[r].msg);
+        cr_assert(rep[r].elapsed_s < coll_scaled_s(limit_s),
+                  "rank %d failed after %.2fs", r, rep[r].elapsed_s);
+        cr_assert(strstr(rep[r].msg, op) != NULL, "message: %s",
+                  rep[r].msg);
+    }
+    cr_assert(strstr(rep[0].msg, "rank 2") || strstr(rep[1].msg, "rank 2"),
+              "no message names rank 2: '%s' / '%s'", rep[0].msg,
+              rep[1].msg);
+    coll_job_free(rep, 3);
 }

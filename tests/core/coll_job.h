@@ -42,4 +42,19 @@ double coll_now_s(void);
 /* base_s scaled by CG_TEST_TIMEOUT_MULTIPLIER. */
 double coll_scaled_s(double base_s);
 
+/* Inside a body: records st, the time since t0 and cg_last_error(). */
+void coll_report(coll_rank_t *cr, cg_status_t st, double t0);
+
+/* Criterion checks shared by the collective tests. */
+/* 2 ranks of body: each reports want with a message holding `text`, and
+ * iters == 1 (the body's check that the group still works after). */
+void coll_check_refused(coll_body_fn body, cg_status_t want,
+                        const char *text);
+/* 3 ranks of body with CG_TIMEOUT 2s, rank 2 raising sig (arg = &sig)
+ * before its collective number iters + 1: it dies, ranks 0 and 1 complete
+ * iters, then fail within limit_s with a peer failure (messages holding
+ * `op`), and one of them names rank 2. */
+void coll_check_victim(coll_body_fn body, int sig, double limit_s,
+                       int iters, const char *op);
+
 #endif

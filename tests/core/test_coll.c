@@ -16,13 +16,6 @@
 
 #include "tests/core/coll_job.h"
 
-static void report(coll_rank_t *cr, cg_status_t st, double t0)
-{
-    cr->rep->status = st;
-    cr->rep->elapsed_s = coll_now_s() - t0;
-    snprintf(cr->rep->msg, sizeof(cr->rep->msg), "%s", cg_last_error());
-}
-
 /* x_r[i] = r + i % 4; allreduce sum with prescale 0.5, postscale 3. */
 static void body_scale(coll_rank_t *cr, void *arg)
 {
@@ -30,7 +23,7 @@ static void body_scale(coll_rank_t *cr, void *arg)
     float *in = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++)
         in[i] = (float)(cr->rank + (int)(i % 4));
-    report(cr, cg_allreduce(cr->comm, in, out, n, CG_DTYPE_F32, CG_OP_SUM,
+    coll_report(cr, cg_allreduce(cr->comm, in, out, n, CG_DTYPE_F32, CG_OP_SUM,
                             0.5, 3.0), coll_now_s());
     for (size_t i = 0; i < n && cr->rep->status == CG_OK; i++) {
         float want = 3.0f * 0.5f * (float)(3 + 3 * (int)(i % 4));
@@ -64,7 +57,7 @@ static void body_inplace(coll_rank_t *cr, void *arg)
     (void)arg;
     for (int i = 0; i < 7; i++)
         buf[i] = (cr->rank * 5 + i * 3) % 7 - 3;
-    report(cr, cg_allreduce(cr->comm, buf, buf, 7, CG_DTYPE_I32, CG_OP_MAX,
+    coll_report(cr, cg_allreduce(cr->comm, buf, buf, 7, CG_DTYPE_I32, CG_OP_MAX,
                             1.0, 1.0), coll_now_s());
     for (int i = 0; i < 7 && cr->rep->status == CG_OK; i++) {
         int32_t want = -100;
@@ -95,7 +88,7 @@ static void body_bounded(coll_rank_t *cr, void *arg)
     }
     for (uint32_t i = 0; i < BIG_COUNT; i++)
         buf[i] = (float)((i + (uint32_t)cr->rank) % 13);
-    report(cr, cg_allreduce(cr->comm, buf, buf, BIG_COUNT, CG_DTYPE_F32,
+    coll_report(cr, cg_allreduce(cr->comm, buf, buf, BIG_COUNT, CG_DTYPE_F32,
                             CG_OP_SUM, 1.0, 1.0), coll_now_s());
     for (uint32_t i = 0; i < BIG_COUNT && cr->rep->status == CG_OK; i++) {
         float want = 0;
@@ -148,7 +141,7 @@ static void body_badargs(coll_rank_t *cr, void *arg)
 {
     float x = 1;
     (void)arg;
-    report(cr, cg_allreduce(cr->comm, &x, &x, 1, CG_DTYPE_F32, CG_OP_ADASUM,
+    coll_report(cr, cg_allreduce(cr->comm, &x, &x, 1, CG_DTYPE_F32, CG_OP_ADASUM,
                             1.0, 1.0), coll_now_s());
     if (cg_broadcast(cr->comm, &x, 1, CG_DTYPE_F32, cr->size) !=
             CG_ERR_INVALID_PARAM ||
@@ -161,18 +154,7 @@ static void body_badargs(coll_rank_t *cr, void *arg)
 
 Test(coll, bad_arguments_are_rejected_before_any_transfer, .timeout = 60)
 {
-    int status[2];
-    coll_report_t *rep = coll_job_run(2, "10s", "auto", body_badargs, NULL,
-                                      coll_scaled_s(30), status);
-    for (int r = 0; r < 2; r++) {
-        cr_assert_eq(rep[r].status, CG_ERR_UNSUPPORTED, "rank %d: %s: %s", r,
-                     cg_status_name(rep[r].status), rep[r].msg);
-        cr_assert(strstr(rep[r].msg, "adasum") != NULL, "message: %s",
-                  rep[r].msg);
-        cr_assert_eq(rep[r].iters, 1, "rank %d: allreduce after the errors",
-                     r);
-    }
-    coll_job_free(rep, 2);
+    coll_check_refused(body_badargs, CG_ERR_UNSUPPORTED, "adasum");
 }
 
 /* Rank 2 dies (SIGKILL) or goes silent (SIGSTOP) before its 4th
@@ -189,7 +171,7 @@ static void body_victim(coll_rank_t *cr, void *arg)
         cg_status_t st = cg_allreduce(cr->comm, buf, buf, n, CG_DTYPE_F32,
                                       CG_OP_SUM, 1.0, 1.0);
         if (st != CG_OK) {
-            report(cr, st, t0);
+            coll_report(cr, st, t0);
             return;
         }
         cr->rep->iters = it + 1;
@@ -198,25 +180,7 @@ static void body_victim(coll_rank_t *cr, void *arg)
 
 static void check_victim(int sig, double limit_s)
 {
-    int status[3];
-    coll_report_t *rep = coll_job_run(3, "2s", "auto", body_victim, &sig,
-                                      coll_scaled_s(30), status);
-    cr_assert(WIFSIGNALED(status[2]), "rank 2 status 0x%x", status[2]);
-    cr_log_info("rank 0 after %.2fs: %s", rep[0].elapsed_s, rep[0].msg);
-    cr_log_info("rank 1 after %.2fs: %s", rep[1].elapsed_s, rep[1].msg);
-    for (int r = 0; r < 2; r++) {
-        cr_assert_eq(rep[r].iters, 3, "rank %d completed %d", r,
-                     rep[r].iters);
-        cr_assert(CG_STATUS_IS_PEER_FAILURE(rep[r].status),
-                  "rank %d: %s: %s", r, cg_status_name(rep[r].status),
-                  rep[r].msg);
-        cr_assert(rep[r].elapsed_s < coll_scaled_s(limit_s),
-                  "rank %d failed after %.2fs", r, rep[r].elapsed_s);
-    }
-    cr_assert(strstr(rep[0].msg, "rank 2") || strstr(rep[1].msg, "rank 2"),
-              "no message names rank 2: '%s' / '%s'", rep[0].msg,
-              rep[1].msg);
-    coll_job_free(rep, 3);
+    coll_check_victim(body_victim, sig, limit_s, 3, "allreduce");
 }
 
 Test(coll, killed_rank_fails_the_others_naming_it, .timeout = 60)
@@ -246,7 +210,7 @@ static void body_pair(coll_rank_t *cr, void *arg)
         float *dst = it % 2 ? in : out;
         for (size_t i = 0; i < a->count; i++)
             in[i] = (float)((cr->rank + 1) * (int)(i % 1000) + it);
-        report(cr, cg_allreduce(cr->comm, in, dst, a->count, CG_DTYPE_F32,
+        coll_report(cr, cg_allreduce(cr->comm, in, dst, a->count, CG_DTYPE_F32,
                                 CG_OP_SUM, 1.0, 1.0), coll_now_s());
         for (size_t i = 0; i < a->count && cr->rep->status == CG_OK; i++) {
             float want = (float)(3 * (int)(i % 1000) + 2 * it);
@@ -302,7 +266,7 @@ static void body_pair_victim(coll_rank_t *cr, void *arg)
         cg_status_t st = cg_allreduce(cr->comm, buf, buf, n, CG_DTYPE_F32,
                                       CG_OP_SUM, 1.0, 1.0);
         if (st != CG_OK) {
-            report(cr, st, t0);
+            coll_report(cr, st, t0);
             break;
         }
         cr->rep->iters = it + 1;

@@ -128,18 +128,7 @@ static void body_badargs(coll_rank_t *cr, void *arg)
 Test(coll_allgather, bad_arguments_are_rejected_before_any_transfer,
      .timeout = 60)
 {
-    int status[2];
-    coll_report_t *rep = coll_job_run(2, "10s", "auto", body_badargs, NULL,
-                                      coll_scaled_s(30), status);
-    for (int r = 0; r < 2; r++) {
-        cr_assert_eq(rep[r].status, CG_ERR_INVALID_PARAM, "rank %d: %s: %s",
-                     r, cg_status_name(rep[r].status), rep[r].msg);
-        cr_assert(strstr(rep[r].msg, "recvbuf") != NULL, "message: %s",
-                  rep[r].msg);
-        cr_assert_eq(rep[r].iters, 1, "rank %d: allgather after the errors",
-                     r);
-    }
-    coll_job_free(rep, 2);
+    coll_check_refused(body_badargs, CG_ERR_INVALID_PARAM, "recvbuf");
 }
 
 /* Rank 2 dies (SIGKILL) or goes silent (SIGSTOP) before its 3rd
@@ -155,10 +144,7 @@ static void body_victim(coll_rank_t *cr, void *arg)
         cg_status_t st = cg_allgatherv(cr->comm, buf + (cr->rank << 20),
                                        buf, bytes);
         if (st != CG_OK) {
-            cr->rep->status = st;
-            cr->rep->elapsed_s = coll_now_s() - t0;
-            snprintf(cr->rep->msg, sizeof(cr->rep->msg), "%s",
-                     cg_last_error());
+            coll_report(cr, st, t0);
             break;
         }
         cr->rep->iters = it + 1;
@@ -169,25 +155,7 @@ static void body_victim(coll_rank_t *cr, void *arg)
 /* The live ranks fail the 3rd allgather within limit_s, naming rank 2. */
 static void check_victim(int sig, double limit_s)
 {
-    int status[3];
-    coll_report_t *rep = coll_job_run(3, "2s", "auto", body_victim, &sig,
-                                      coll_scaled_s(30), status);
-    cr_assert(WIFSIGNALED(status[2]), "rank 2 status 0x%x", status[2]);
-    for (int r = 0; r < 2; r++) {
-        cr_assert_eq(rep[r].iters, 2, "rank %d completed %d", r,
-                     rep[r].iters);
-        cr_assert(CG_STATUS_IS_PEER_FAILURE(rep[r].status),
-                  "rank %d: %s: %s", r, cg_status_name(rep[r].status),
-                  rep[r].msg);
-        cr_assert(rep[r].elapsed_s < coll_scaled_s(limit_s),
-                  "rank %d failed after %.2fs", r, rep[r].elapsed_s);
-        cr_assert(strstr(rep[r].msg, "allgather") != NULL, "message: %s",
-                  rep[r].msg);
-    }
-    cr_assert(strstr(rep[0].msg, "rank 2") || strstr(rep[1].msg, "rank 2"),
-              "no message names rank 2: '%s' / '%s'", rep[0].msg,
-              rep[1].msg);
-    coll_job_free(rep, 3);
+    coll_check_victim(body_victim, sig, limit_s, 2, "allgather");
 }
 
 Test(coll_allgather, killed_rank_fails_the_others_naming_it, .timeout = 60)

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "collguard/hvd.h"
 
@@ -53,6 +54,14 @@ uint64_t hj_hash(uint64_t h, const void *p, size_t len);
         for (int r_ = 0; r_ < (size); r_++)                                  \
             cr_assert_eq((rep)[r_].failed_line, 0, "rank %d, line %d: %s",   \
                          r_, (rep)[r_].failed_line, (rep)[r_].msg);          \
+    } while (0)
+
+/* Every rank's msg holds text. */
+#define hj_assert_msgs(rep, size, text)                                      \
+    do {                                                                     \
+        for (int r_ = 0; r_ < (size); r_++)                                  \
+            cr_assert(strstr((rep)[r_].msg, (text)) != NULL, "rank %d: %s",  \
+                      r_, (rep)[r_].msg);                                    \
     } while (0)
 
 #endif
