@@ -52,6 +52,11 @@ typedef struct cg_coll_stage {
      * tensor, the bits of the ring on that tensor alone, whatever shares
      * the buffer. */
     const size_t *segs;
+    /* NULL, or buf[off, off + len) = (this rank's input there) op piece,
+     * in the call's dtype and op, with the bits of reducing the filled
+     * bytes: the ring then reads the input once where it reduces instead
+     * of filling the range first (used when prescale is 1). */
+    void (*reduce_in)(void *arg, size_t off, size_t len, const void *piece);
 } cg_coll_stage_t;
 
 /* Segment s of the ring over n ranks, in elements: count/n, the first

@@ -171,6 +171,18 @@ void cg_coll_fill(const cg_coll_staging_t *sg, const void *p, size_t len)
                  sg->prescale);
 }
 
+bool cg_coll_reduces_in(const cg_coll_staging_t *sg)
+{
+    return sg != NULL && sg->stage->reduce_in != NULL && sg->prescale == 1.0;
+}
+
+void cg_coll_reduce_in(const cg_coll_staging_t *sg, void *p, size_t len,
+                       const void *piece)
+{
+    sg->stage->reduce_in(sg->stage->arg,
+                         (size_t)((const uint8_t *)p - sg->base), len, piece);
+}
+
 void cg_coll_drain(const cg_coll_staging_t *sg, const void *p, size_t len)
 {
     if (sg != NULL && len > 0)

@@ -93,6 +93,12 @@ typedef struct cg_coll_staging {
 /* buf[off, off + len) (p = base + off) filled / drained; no-ops without
  * staging or for len 0. */
 void cg_coll_fill(const cg_coll_staging_t *sg, const void *p, size_t len);
+/* Whether ranges reduced into are reduced from the input by the stage
+ * (cg_coll_stage_t.reduce_in, prescale 1) rather than filled first. */
+bool cg_coll_reduces_in(const cg_coll_staging_t *sg);
+/* p[0, len) = input op piece through the stage (cg_coll_reduces_in). */
+void cg_coll_reduce_in(const cg_coll_staging_t *sg, void *p, size_t len,
+                       const void *piece);
 void cg_coll_drain(const cg_coll_staging_t *sg, const void *p, size_t len);
 
 /* Ring AllReduce of sendbuf into recvbuf (the same pointer: in place);

@@ -207,8 +207,9 @@ static cg_status_t cg__ring_post_recvs(cg__ring_t *ring, cg__ring_step_t *st)
         s->credit = len;
         /* Staged (in place): each step reduces into a segment this rank
          * has not read yet; its bytes are filled while the piece is on
-         * its way. */
-        cg_coll_fill(ring->sg, st->dst + s->off, len);
+         * its way, unless the stage reduces straight from its input. */
+        if (!cg_coll_reduces_in(ring->sg))
+            cg_coll_fill(ring->sg, st->dst + s->off, len);
         status = cg_xfer_post(op, &op->x[CG__X_RDATA + i], false, ring->left,
                               s->buf, len, CG_COMM_TAG_DATA);
         if (status == CG_OK && !st->fixed)
@@ -242,7 +243,9 @@ static cg_status_t cg__ring_reap_recvs(cg__ring_t *ring, cg__ring_step_t *st)
             continue;
         if (status != CG_OK)
             return status;
-        if (st->dst == st->local)
+        if (cg_coll_reduces_in(ring->sg))
+            cg_coll_reduce_in(ring->sg, st->dst + s->off, s->len, s->buf);
+        else if (st->dst == st->local)
             cg_reduce(st->dst + s->off, s->buf, s->len / ring->el, ring->dt,
                       ring->redop);
         else

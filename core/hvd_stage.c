@@ -3,8 +3,8 @@
  * The staged fused allreduce of the Horovod shim's core (host tensors on
  * a backend with allreduce_staged, the engine): the group's tensors are
  * mapped onto the fusion buffer as extents, and the collective copies
- * each piece in just before it first reads it and out once it is final
- * (cg_allreduce_staged). With more than two ranks the layout is segment
+ * each piece in just before it first reads it (or reduces straight from
+ * the tensors into it) and out once it is final (cg_allreduce_staged). With more than two ranks the layout is segment
  * by segment: ring segment r holds every tensor's r-th part, each tensor
  * cut as the engine would cut it alone, so each tensor's result has the
  * bits of an allreduce of that tensor alone, whatever else is fused with
@@ -17,6 +17,7 @@
 #include "core/base/error.h"
 #include "core/hvd_core.h"
 #include "core/hvd_timeline.h"
+#include "core/reduce.h"
 
 /* Room for n extents and, with more than two ranks, the segment counts
  * (kept on the core); false when the governor refuses. */
@@ -101,6 +102,8 @@ typedef struct cg__stage {
     const cg_hvd_extent_t *x;
     size_t n, hint;
     char *fbuf;
+    cg_dtype_t dt;
+    cg_redop_t op;
 } cg__stage_t;
 
 /* The extent holding byte off: the hint (pieces mostly follow each
@@ -138,6 +141,26 @@ static void cg__copy(cg__stage_t *st, size_t off, size_t len, bool in)
     }
 }
 
+/* fbuf[off, off + len) = inputs op piece, extent by extent (the bits of
+ * filling, then reducing: cg_reduce3 adds in the same order). */
+static void cg__reduce_in(void *arg, size_t off, size_t len,
+                          const void *piece)
+{
+    cg__stage_t *st = arg;
+    size_t k = cg__find(st, off), end = off + len, at = off;
+    size_t el = cg_dtype_size(st->dt);
+
+    for (; off < end; k++) {
+        const cg_hvd_extent_t *x = &st->x[k];
+        size_t skip = off - x->foff, n = x->len - skip;
+        n = n < end - off ? n : end - off;
+        cg_reduce3(st->fbuf + off, x->in + skip,
+                   (const char *)piece + (off - at), n / el, st->dt, st->op);
+        off += n;
+        st->hint = k;
+    }
+}
+
 static void cg__fill(void *arg, size_t off, size_t len)
 {
     cg__copy(arg, off, len, true);
@@ -155,8 +178,8 @@ cg_status_t cg_hvd_fused_staged(cg_hvd_core_t *core, cg_backend_t *be,
     const cg_hvd_entry_t *head = core->ready[i];
     size_t dsize = cg_dtype_size(head->w.dtype);
     size_t parts = core->size > 2 ? (size_t)core->size : 1;
-    cg__stage_t st = {core->xv, 0, 0, fbuf};
-    cg_coll_stage_t stage = {cg__fill, cg__drain, &st, NULL};
+    cg__stage_t st = {core->xv, 0, 0, fbuf, head->w.dtype, head->w.op};
+    cg_coll_stage_t stage = {cg__fill, cg__drain, &st, NULL, cg__reduce_in};
 
     *ran_p = false;
     if (members > SIZE_MAX / parts || !cg__reserve(core, members * parts))
@@ -195,7 +218,8 @@ cg_status_t cg_hvd_single_staged(cg_hvd_core_t *core, cg_backend_t *be,
 {
     const struct cg_hvd_req *req = e->local;
     cg__single_t s = {req->input, req->output};
-    cg_coll_stage_t stage = {cg__single_fill, cg__single_drain, &s, NULL};
+    cg_coll_stage_t stage = {cg__single_fill, cg__single_drain, &s, NULL,
+                             NULL};
     size_t off;
 
     if (!cg__reserve(core, 0))

@@ -153,6 +153,16 @@ static void cg__ucx_req_done(cg_ucx_req_t *req, ucs_status_t us,
         conn->last_activity_ns = 0; /* the next sweep stamps it */
 }
 
+/* After a post that returned a request: UCX may already have completed
+ * it, callback and ucp_request_free included, before returning (a
+ * receive matching a rendezvous from a peer that died, seen under load):
+ * then req is final and r is gone; else r is the live request. */
+static void cg__ucx_req_kept(cg_ucx_req_t *req, void *r)
+{
+    if (req->status == CG_INPROGRESS)
+        req->ucp = r;
+}
+
 static void cg__ucx_send_cb(void *request, ucs_status_t status,
                             void *user_data)
 {
@@ -179,22 +189,24 @@ static cg_status_t cg__ucx_post_send(cg_ucx_req_t *req)
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = cg__ucx_send_cb;
     p.user_data = req;
+    /* Pending before the post: its callback may run inside it. */
+    cg__ucx_req_pend(req);
     r = ucp_tag_send_nbx(conn->ep, req->buf, req->len,
                          cg_ucx_tag(conn->peer_id, req->tag), &p);
+    if (UCS_PTR_IS_PTR(r)) {
+        cg__ucx_req_kept(req, r);
+        return CG_OK;
+    }
+    cg__ucx_req_unpend(req);
     if (r == NULL) {
-        req->conn = NULL;
         req->status = CG_OK;
         req->length = req->len;
         return CG_OK;
     }
-    if (UCS_PTR_IS_ERR(r))
-        return cg_error_set(cg__ucx_status(UCS_PTR_STATUS(r)), "ucx: send of "
-                            "%zu bytes with tag %u to rank %d failed: %s",
-                            req->len, req->tag, conn->super.peer_rank,
-                            ucs_status_string(UCS_PTR_STATUS(r)));
-    req->ucp = r;
-    cg__ucx_req_pend(req);
-    return CG_OK;
+    return cg_error_set(cg__ucx_status(UCS_PTR_STATUS(r)), "ucx: send of "
+                        "%zu bytes with tag %u to rank %d failed: %s",
+                        req->len, req->tag, conn->super.peer_rank,
+                        ucs_status_string(UCS_PTR_STATUS(r)));
 }
 
 void cg__ucx_req_post_queued(cg_ucx_conn_t *conn)
@@ -286,12 +298,14 @@ static cg_status_t cg__ucx_post_recv(cg_ucx_req_t *req, void *buf, size_t cap)
     p.cb.recv = cg__ucx_recv_cb;
     p.user_data = req;
     p.recv_info.tag_info = &info;
+    /* Pending before the post: its callback may run inside it. */
+    cg__ucx_req_pend(req);
     r = ucp_tag_recv_nbx(req->tp->worker, buf, cap, tag, UINT64_MAX, &p);
     if (UCS_PTR_IS_PTR(r)) {
-        req->ucp = r;
-        cg__ucx_req_pend(req);
+        cg__ucx_req_kept(req, r);
         return CG_OK;
     }
+    cg__ucx_req_unpend(req);
     us = UCS_PTR_STATUS(r);
     if (us != UCS_OK && us != UCS_ERR_MESSAGE_TRUNCATED)
         return cg_error_set(cg__ucx_status(us), "ucx: receive of up to %zu "

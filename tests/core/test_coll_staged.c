@@ -5,21 +5,25 @@
  * result is bit-identical to cg_allreduce in place on the same data
  * (non-integer floats, so a changed reduction order would show), for the
  * ring (uneven segments, pieces, prescale) and recursive doubling, 2-4
- * ranks; with caller segments (several tensors laid out segment by
- * segment), each tensor comes out with the bits of cg_allreduce on that
- * tensor alone; a staged call without callbacks, or with segments that do
- * not sum to the count, is refused.
+ * ranks, also with the stage reducing from its input; with caller
+ * segments (several tensors laid out segment by segment), each tensor
+ * comes out with the bits of cg_allreduce on that tensor alone; a staged
+ * call without callbacks, or with segments that do not sum to the count,
+ * is refused.
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/reduce.h"
 #include "tests/core/coll_job.h"
 
 typedef struct staged_arg {
     size_t count;
     double prescale;
+    bool reduce_in; /* the stage reduces from its input (no fill there) */
 } staged_arg_t;
 
 /* The caller's side: src filled from, dst drained to, a count per byte. */
@@ -36,6 +40,17 @@ static void st_fill(void *arg, size_t off, size_t len)
     for (size_t i = off; i < off + len; i++)
         s->bad |= s->filled[i]++ != 0;
     memcpy(s->buf + off, s->src + off, len);
+}
+
+/* buf = src op piece (f32 sum): the reduced-into bytes count as filled. */
+static void st_reduce_in(void *arg, size_t off, size_t len,
+                         const void *piece)
+{
+    stage_state_t *s = arg;
+    for (size_t i = off; i < off + len; i++)
+        s->bad |= s->filled[i]++ != 0;
+    cg_reduce3(s->buf + off, s->src + off, piece, len / sizeof(float),
+               CG_DTYPE_F32, CG_OP_SUM);
 }
 
 static void st_drain(void *arg, size_t off, size_t len)
@@ -61,7 +76,8 @@ static void body_staged(coll_rank_t *cr, void *arg)
     uint8_t *buf = malloc(bytes), *marks = calloc(2, bytes);
     stage_state_t s = {(const uint8_t *)src, buf, (uint8_t *)dst, marks,
                        marks + bytes, 0};
-    cg_coll_stage_t stage = {st_fill, st_drain, &s, NULL};
+    cg_coll_stage_t stage = {st_fill, st_drain, &s, NULL,
+                             a->reduce_in ? st_reduce_in : NULL};
     cg_status_t st;
 
     for (size_t i = 0; i < n; i++)
@@ -94,17 +110,24 @@ static void body_staged(coll_rank_t *cr, void *arg)
     free(marks);
 }
 
-static void run(int size, const char *algo, size_t count, double prescale)
+static void run_in(int size, const char *algo, size_t count,
+                   double prescale, bool reduce_in)
 {
-    staged_arg_t a = {count, prescale};
+    staged_arg_t a = {count, prescale, reduce_in};
     int status[4];
     coll_report_t *rep = coll_job_run(size, "20s", algo, body_staged, &a,
                                       coll_scaled_s(60), status);
     for (int r = 0; r < size; r++)
         cr_assert_eq(rep[r].status, CG_OK, "%d ranks, %s, count %zu, "
-                     "prescale %g, rank %d: %s: %s", size, algo, count,
-                     prescale, r, cg_status_name(rep[r].status), rep[r].msg);
+                     "prescale %g, reduce_in %d, rank %d: %s: %s", size,
+                     algo, count, prescale, reduce_in, r,
+                     cg_status_name(rep[r].status), rep[r].msg);
     coll_job_free(rep, size);
+}
+
+static void run(int size, const char *algo, size_t count, double prescale)
+{
+    run_in(size, algo, count, prescale, false);
 }
 
 Test(coll_staged, ring_fills_and_drains_each_byte_once_bit_identical,
@@ -113,6 +136,15 @@ Test(coll_staged, ring_fills_and_drains_each_byte_once_bit_identical,
     run(2, "auto", (1u << 20) + 3, 1.0); /* 4 MiB: pieces, two ranks */
     run(3, "ring", 40001, 0.5);          /* uneven segments, prescale */
     run(4, "ring", 7, 1.0);              /* a segment of one element */
+}
+
+/* Reducing straight from the input (prescale 1; with 0.5 the ring must
+ * fall back to fill): the same bits, every byte taken and drained once. */
+Test(coll_staged, reduce_from_input_gives_the_same_bits, .timeout = 120)
+{
+    run_in(2, "auto", (1u << 20) + 3, 1.0, true);
+    run_in(3, "ring", 40001, 1.0, true);
+    run_in(4, "ring", 4099, 0.5, true);
 }
 
 Test(coll_staged, small_messages_fill_whole_then_drain, .timeout = 60)
@@ -132,7 +164,7 @@ static void still_works(coll_rank_t *cr)
 static void body_nocallbacks(coll_rank_t *cr, void *arg)
 {
     float x = 1;
-    cg_coll_stage_t empty = {NULL, NULL, NULL, NULL};
+    cg_coll_stage_t empty = {NULL, NULL, NULL, NULL, NULL};
     (void)arg;
     coll_report(cr, cg_allreduce_staged(cr->comm, &x, 1, CG_DTYPE_F32,
                                         CG_OP_SUM, 1.0, 1.0, &empty),
@@ -160,7 +192,7 @@ static void body_segments(coll_rank_t *cr, void *arg)
     float *t[SEG_T], *packed, *buf;
     stage_state_t s;
     uint8_t *marks;
-    cg_coll_stage_t stage = {st_fill, st_drain, &s, segs};
+    cg_coll_stage_t stage = {st_fill, st_drain, &s, segs, NULL};
     cg_status_t st = CG_OK;
     (void)arg;
 
@@ -227,7 +259,7 @@ static void body_badsegs(coll_rank_t *cr, void *arg)
 {
     float x[4] = {1, 2, 3, 4};
     size_t segs[2] = {1, 2}; /* sums to 3, count is 4 */
-    cg_coll_stage_t stage = {st_fill, st_drain, NULL, segs};
+    cg_coll_stage_t stage = {st_fill, st_drain, NULL, segs, NULL};
     (void)arg;
     coll_report(cr, cg_allreduce_staged(cr->comm, x, 4, CG_DTYPE_F32,
                                         CG_OP_SUM, 1.0, 1.0, &stage),
