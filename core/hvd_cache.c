@@ -9,6 +9,7 @@
  * some rank needs the records round. Background thread only.
  * Layer: core; calls core/coll.h and the governor.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "core/base/error.h"
@@ -109,8 +110,10 @@ bool cg_hvd_cache_lookup(cg_hvd_core_t *core, struct cg_hvd_req *req)
         return false;
     s = cg__find(c, req->hash, req->w.name);
     /* Different parameters: announced; the record evicts the slot. */
+    /* The name matched already: the parameters after it decide. */
     if (s == NULL || s->pending != NULL ||
-        memcmp(&s->w, &req->w, sizeof(s->w)) != 0)
+        memcmp(&s->w.type, &req->w.type,
+               sizeof(s->w) - offsetof(cg_hvd_wire_t, type)) != 0)
         return false;
     s->pending = req;
     s->since_ns = core->now_ns;
