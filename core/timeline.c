@@ -92,6 +92,8 @@ static cg__tl_tensor_t *cg__tensor(cg_timeline_t *tl, const char *name,
     t->size = size;
     t->pid = ++tl->next_pid;
     t->state = CG__TS_NONE;
+    t->last_ts = 0;
+    t->last_ph = 'E';
     memcpy(t->name, name, len + 1);
     cg_list_push(head, &t->link);
     /* Names longer than 255 bytes are shown cut. */
@@ -134,13 +136,32 @@ static char *cg__put_u64(char *w, unsigned long long v)
 #define CG__ARGS_ROOM 400
 #define CG__EVENT_ROOM (CG__NAME_ROOM + CG__ARGS_ROOM + 160)
 
+/* Perfetto sorts the events of one timestamp E first, then X, then the
+ * rest (its trace_sorter), whatever their order in the file. */
+static int cg__ph_order(char ph)
+{
+    return ph == 'E' ? 0 : ph == 'X' ? 1 : 2;
+}
+
 /* Under lock: one event of tensor t (ph B, E or X), written straight into
- * the buffer (this runs for every tensor of every cycle: no printf). */
-static void cg__event(cg_timeline_t *tl, const cg__tl_tensor_t *t, char ph,
+ * the buffer (this runs for every tensor of every cycle: no printf). On
+ * each track timestamps never go back, and an event that Perfetto would
+ * sort ahead of the one before it in the same microsecond moves one
+ * microsecond later: else a cached negotiation (B, rank ticks and E in one
+ * microsecond) would have its E close another span and its ticks drawn
+ * outside it. */
+static void cg__event(cg_timeline_t *tl, cg__tl_tensor_t *t, char ph,
                       const char *what, const char *args, uint64_t t_ns)
 {
+    unsigned long long ts = cg__ts(tl, t_ns);
     char *w, *start;
 
+    if (ts < t->last_ts)
+        ts = t->last_ts;
+    if (ts == t->last_ts && cg__ph_order(ph) < cg__ph_order(t->last_ph))
+        ts++;
+    t->last_ts = ts;
+    t->last_ph = ph;
     if (!cg_tl_buf_reserve(&tl->cur, &tl->mem, CG__EVENT_ROOM)) {
         cg__emit(tl, NULL, -1);
         return;
@@ -155,7 +176,7 @@ static void cg__event(cg_timeline_t *tl, const cg__tl_tensor_t *t, char ph,
         *w++ = '"';
     }
     w = CG__PUT(w, ",\"ts\":");
-    w = cg__put_u64(w, cg__ts(tl, t_ns));
+    w = cg__put_u64(w, ts);
     w = CG__PUT(w, ",\"pid\":");
     w = cg__put_u64(w, (unsigned long long)t->pid);
     w = CG__PUT(w, ",\"tid\":0");

@@ -74,6 +74,10 @@ typedef struct cg__tl_tensor {
     size_t size; /* of this allocation */
     int pid;
     cg__tl_state_t state;
+    /* The last event written on its track (see cg__event): timestamps
+     * never go back, and an E never shares one with a B or X before it. */
+    unsigned long long last_ts;
+    char last_ph;
     char name[];
 } cg__tl_tensor_t;
 

@@ -12,6 +12,8 @@
 #   timeline_check.py spans FILE T S N [I]   tensor T has N balanced spans
 #       named S; and at least one global instant named I when given
 #   timeline_check.py instant FILE I         at least one global instant I
+# Every mode also checks that Perfetto's importer, which re-sorts events of
+# one timestamp, nests each tensor's spans as the file does.
 # Exits 1 with the reason on stderr when a check fails.
 import json
 import sys
@@ -155,9 +157,52 @@ def check_instant(events, instant):
                                         marks[0].get("args")))
 
 
+def perfetto_order(events):
+    """Perfetto's importer (trace_sorter.h, KeyForType) re-sorts events of
+    one timestamp once the trace holds an X: E first, then X by longest
+    duration, then the rest, each kind in file order. Every tensor's spans
+    must come out the same in that order as in file order (an E sorted
+    ahead of its B would close the wrong span, or be dropped)."""
+    if not any(e["ph"] == "X" for e in events):
+        return
+
+    def key(i_e):
+        i, e = i_e
+        k = {"E": 0, "X": 1}.get(e["ph"], 2)
+        return (e.get("ts", 0), k, -e.get("dur", 0) if k == 1 else 0, i)
+
+    by_pid = {}
+    for i, e in enumerate(events):
+        if e["ph"] in ("B", "E", "X") and e["pid"]:
+            by_pid.setdefault(e["pid"], []).append((i, e))
+    def nest(evs, pid):
+        """Spans (name, begin, end, depth) and each X's depth by index."""
+        out, stack, xdepth = [], [], {}
+        for i, e in evs:
+            if e["ph"] == "B":
+                stack.append((e["name"], e["ts"]))
+            elif e["ph"] == "E":
+                if not stack:
+                    fail("pid %d: in Perfetto's order the E at ts %d has no "
+                         "open span" % (pid, e["ts"]))
+                name, ts = stack.pop()
+                out.append((name, ts, e["ts"], len(stack)))
+            else:
+                xdepth[i] = len(stack)
+        return sorted(out), xdepth
+
+    for pid, evs in by_pid.items():
+        file_nest = nest(evs, pid)
+        if nest(sorted(evs, key=key), pid) != file_nest:
+            fail("pid %d: Perfetto's order (E, then X, then the rest at one "
+                 "timestamp) nests the spans or ticks differently from the "
+                 "file" % pid)
+
+
 def main():
     mode, path = sys.argv[1], sys.argv[2]
     events = load(path)
+    perfetto_order(events)
     if mode == "valid":
         print("events %d" % len(events))
     elif mode == "fusion":
