@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/core/test_hvd_util.h"
@@ -280,4 +281,51 @@ Test(hvd_gather, result_larger_than_the_address_space_fails_alone,
                            "[4611686018427387904, 4611686018427387904] f32) "
                            "is larger than the address space");
     hj_free(rep, 2);
+}
+
+/* Only rank 1 cannot allocate (every buffer allocation fails there: its
+ * first collective, the negotiation, cannot get a ring chunk): it fails
+ * saying which buffer, and the other ranks, already waiting on it, fail at
+ * once naming it instead of waiting CG_TIMEOUT. */
+static int body_one_rank_no_memory(hj_rank_t *self)
+{
+    float row[GT_COLS] = {1, 2, 3, (float)self->rank};
+    cg_hvd_tensor_t t = {.name = "gath.r1nomem", .dtype = CG_DTYPE_F32,
+                         .ndim = 2, .shape = {1, GT_COLS}, .input = row};
+    struct timespec t0, t1;
+    cg_hvd_req_h req;
+    cg_status_t st;
+    char msg[512];
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* The core may have stopped before the enqueue (its first cycle runs
+     * at create): then the enqueue fails with the same message. */
+    st = cg_hvd_enqueue_allgather(self->core, &t, &req);
+    snprintf(msg, sizeof(msg), "%s", cg_last_error());
+    if (st == CG_OK) {
+        st = cg_hvd_wait(req);
+        snprintf(msg, sizeof(msg), "%s", cg_hvd_error(req));
+        cg_hvd_release(req);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    HJ_CHECK(self, st != CG_OK, "rank %d: the allgather succeeded",
+             self->rank);
+    HJ_CHECK(self, t1.tv_sec - t0.tv_sec < 4, "failed after %ld s (CG_TIMEOUT "
+             "is 10 s): %s", (long)(t1.tv_sec - t0.tv_sec), msg);
+    snprintf(self->msg, sizeof(self->msg), "%s", msg);
+    return 0;
+}
+
+Test(hvd_gather, one_rank_without_memory_fails_every_rank_at_once,
+     .timeout = 60)
+{
+    const char *env[] = {"@1:CG_FAULT_ALLOC=1", NULL};
+    hj_rank_t *rep = hj_run(3, env, body_one_rank_no_memory, NULL);
+    hj_assert_passed(rep, 3);
+    cr_assert(strstr(rep[1].msg, "needed") != NULL, "rank 1: %s",
+              rep[1].msg);
+    for (int r = 0; r < 3; r += 2)
+        cr_assert(strstr(rep[r].msg, "rank 1") != NULL, "rank %d: %s", r,
+                  rep[r].msg);
+    hj_free(rep, 3);
 }
