@@ -233,6 +233,16 @@ static void cg__scalar(cg_dtype_t dt, double f, void *out)
  * or a pre-multiply-sum by prescale * postscale [/ size]). Other pairs
  * reduce natively; their factors must be 1 (hvd_gpu_stage.c applies them
  * on the host by the engine's rules: cg_backend_nccl_scales). */
+/* This backend serves CUDA buffers only. */
+static cg_status_t cg__device_only(cg_backend_mem_t mem)
+{
+    if (mem == CG_BACKEND_MEM_CUDA)
+        return CG_OK;
+    return cg_error_set(CG_ERR_UNSUPPORTED, "nccl backend: host buffers are "
+                        "not served (HOROVOD_CPU_OPERATIONS picks the host "
+                        "backend)");
+}
+
 static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
                                  void *recv, size_t count, cg_dtype_t dt,
                                  cg_redop_t op, double prescale,
@@ -245,12 +255,10 @@ static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
     bool custom = false;
     char scalar[8];
     ncclResult_t r;
-    cg_status_t st;
+    cg_status_t st = cg__device_only(mem);
 
-    if (mem != CG_BACKEND_MEM_CUDA)
-        return cg_error_set(CG_ERR_UNSUPPORTED, "nccl backend: host buffers "
-                            "are not served (HOROVOD_CPU_OPERATIONS picks "
-                            "the host backend)");
+    if (st != CG_OK)
+        return st;
     if (!fold && (prescale != 1.0 || postscale != 1.0))
         return cg_error_set(CG_ERR_UNSUPPORTED, "nccl backend: %s %s with "
                             "prescale %g, postscale %g has no exact NCCL op "
@@ -289,12 +297,10 @@ static cg_status_t cg__broadcast(cg_backend_t *be, void *buf, size_t count,
 {
     cg__nccl_t *nb = (cg__nccl_t *)be;
     ncclResult_t r;
-    cg_status_t st;
+    cg_status_t st = cg__device_only(mem);
 
-    if (mem != CG_BACKEND_MEM_CUDA)
-        return cg_error_set(CG_ERR_UNSUPPORTED, "nccl backend: host buffers "
-                            "are not served (HOROVOD_CPU_OPERATIONS picks "
-                            "the host backend)");
+    if (st != CG_OK)
+        return st;
     st = cg__comm(nb);
     if (st != CG_OK || count == 0)
         return st;

@@ -438,6 +438,17 @@ cg_status_t cg_config_load(cg_config_t *cfg, cg_getenv_fn getenv_fn,
     return st;
 }
 
+const char *cg_config_list_getenv(void *arg, const char *name)
+{
+    const char *const *env = arg;
+    size_t n = strlen(name);
+
+    for (; *env != NULL; env++)
+        if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
+            return *env + n + 1;
+    return NULL;
+}
+
 uint64_t cg_config_resolve_size(const cg_size_or_frac_t *v, uint64_t total)
 {
     if (v->fraction >= 0.0)

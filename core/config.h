@@ -132,6 +132,9 @@ typedef struct cg_config {
 /* Looks up one environment variable; NULL if unset. */
 typedef const char *(*cg_getenv_fn)(void *arg, const char *name);
 
+/* cg_getenv_fn over arg, a NULL-terminated "NAME=value" list. */
+const char *cg_config_list_getenv(void *arg, const char *name);
+
 /* Fills every field from its documented default. Cannot fail. */
 void cg_config_defaults(cg_config_t *cfg);
 

@@ -14,18 +14,6 @@
 
 extern char **environ;
 
-/* getenv over a NULL-terminated "NAME=value" list. */
-static const char *cg__list_getenv(void *arg, const char *name)
-{
-    const char *const *env = arg;
-    size_t n = strlen(name);
-
-    for (; *env != NULL; env++)
-        if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
-            return *env + n + 1;
-    return NULL;
-}
-
 cg_status_t cg_ctx_pick_probe(const cg_config_t *cfg, cg_host_probe_t *hp,
                               cg_mem_probe_t *probe_p, const cg_log_t *log)
 {
@@ -93,7 +81,7 @@ static cg_status_t cg__ctx_bootstrap(cg_ctx_h ctx, const char *const *env)
 
     memset(&bp, 0, sizeof(bp));
     bp.timeout_ns = ctx->cfg.timeout_ns;
-    bp.getenv_fn = cg__list_getenv;
+    bp.getenv_fn = cg_config_list_getenv;
     bp.getenv_arg = (void *)env;
     bp.mpi = CG_BOOTSTRAP_MPI_AUTO;
     bp.log = &ctx->log;
@@ -136,11 +124,12 @@ cg_status_t cg_ctx_create(const cg_ctx_params_t *params, cg_ctx_h *ctx_p)
         env = (const char *const[]){NULL};
     /* Two passes: the first, silent, finds CG_LOG_LEVEL, so the second
      * reports unknown names and conflicts at the level the user asked for. */
-    st = cg_config_load(&ctx->cfg, cg__list_getenv, (void *)env, NULL, NULL);
+    st = cg_config_load(&ctx->cfg, cg_config_list_getenv, (void *)env, NULL,
+                        NULL);
     if (st != CG_OK)
         goto err_free;
     ctx->log.level = ctx->cfg.log_level;
-    st = cg_config_load(&ctx->cfg, cg__list_getenv, (void *)env, env,
+    st = cg_config_load(&ctx->cfg, cg_config_list_getenv, (void *)env, env,
                         &ctx->log);
     if (st != CG_OK)
         goto err_free;

@@ -225,6 +225,10 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core);
 /* Fails every request in the inbox and the owned list. */
 void cg_hvd_fail_all(cg_hvd_core_t *core, cg_status_t st, const char *msg);
 size_t cg_hvd_wire_count(const cg_hvd_wire_t *w);
+/* "allreduce", "broadcast", "allgather" ("unknown" out of range). */
+const char *cg_hvd_type_name(int32_t type);
+/* w's shape as "[2, 3]" into buf (cut to len). */
+void cg_hvd_shape_str(const cg_hvd_wire_t *w, char *buf, size_t len);
 uint64_t cg_hvd_name_hash(const char *name);
 
 /* hvd_negotiate.c: one cycle's negotiation of the n_new requests of the

@@ -20,19 +20,6 @@
 #include "core/hvd_core.h"
 #include "core/hvd_timeline.h"
 
-static const char *const cg__type_names[] = {"allreduce", "broadcast",
-                                             "allgather"};
-
-static void cg__shape_str(const cg_hvd_wire_t *w, char *buf, size_t len)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < w->ndim && n < len; d++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%lld", d ? ", " : "",
-                              (long long)w->shape[d]);
-    if (n < len)
-        snprintf(buf + n, len - n, "]");
-}
-
 static void cg__place_str(int device, char *buf, size_t len)
 {
     if (device < 0)
@@ -58,7 +45,7 @@ static bool cg__mismatch(const cg_hvd_entry_t *e, int b,
                          const cg_hvd_wire_t *w, char *out, size_t len)
 {
     const cg_hvd_wire_t *f = &e->w;
-    const char *what = cg__type_names[f->type];
+    const char *what = cg_hvd_type_name(f->type);
     int a = e->first_rank;
     char sa[160], sb[160];
     bool shape_ok = f->ndim == w->ndim;
@@ -66,7 +53,7 @@ static bool cg__mismatch(const cg_hvd_entry_t *e, int b,
     if (f->type != w->type) {
         cg__say(out, len, "tensor '%s': mismatched operation: rank %d asked "
                  "%s, rank %d asked %s", f->name, a, what, b,
-                 cg__type_names[w->type]);
+                 cg_hvd_type_name(w->type));
         return true;
     }
     if (f->device != w->device) {
@@ -86,8 +73,8 @@ static bool cg__mismatch(const cg_hvd_entry_t *e, int b,
          d++)
         shape_ok = f->shape[d] == w->shape[d];
     if (!shape_ok) {
-        cg__shape_str(f, sa, sizeof(sa));
-        cg__shape_str(w, sb, sizeof(sb));
+        cg_hvd_shape_str(f, sa, sizeof(sa));
+        cg_hvd_shape_str(w, sb, sizeof(sb));
         cg__say(out, len, "%s of tensor '%s': mismatched shape%s: rank %d "
                  "has %s, rank %d has %s", what, f->name,
                  f->type == CG_HVD_ALLGATHER ? " (dimensions after the first)"

@@ -16,8 +16,6 @@
 #include "core/hvd_core.h"
 #include "core/hvd_gpu.h"
 
-static const char *const cg__type_names[] = {"allreduce", "broadcast",
-                                             "allgather"};
 
 /* Horovod's text for a name already being processed. */
 #define CG__DUP_TEXT                                                          \
@@ -33,6 +31,24 @@ uint64_t cg_hvd_name_hash(const char *name)
     return h;
 }
 
+const char *cg_hvd_type_name(int32_t type)
+{
+    static const char *const names[] = {"allreduce", "broadcast",
+                                        "allgather"};
+
+    return type >= 0 && type <= CG_HVD_ALLGATHER ? names[type] : "unknown";
+}
+
+void cg_hvd_shape_str(const cg_hvd_wire_t *w, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < w->ndim && n < len; d++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%lld", d ? ", " : "",
+                              (long long)w->shape[d]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+}
+
 size_t cg_hvd_wire_count(const cg_hvd_wire_t *w)
 {
     size_t n = 1;
@@ -45,7 +61,7 @@ static cg_status_t cg__check_tensor(const cg_hvd_core_t *core,
                                     const cg_hvd_tensor_t *t,
                                     cg_hvd_op_type_t type, cg_hvd_wire_t *w)
 {
-    const char *what = cg__type_names[type];
+    const char *what = cg_hvd_type_name(type);
     size_t len;
 
     if (core == NULL)
@@ -222,7 +238,7 @@ static cg_status_t cg__enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
 
     if (req_p == NULL)
         return cg_error_set(CG_ERR_INVALID_PARAM, "%s of tensor '%s': req_p "
-                            "is NULL", cg__type_names[type], w->name);
+                            "is NULL", cg_hvd_type_name(type), w->name);
     st = cg__req_get(core, &req);
     if (st != CG_OK)
         return st;
@@ -242,7 +258,7 @@ static cg_status_t cg__enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
     if (core->dead) {
         st = cg_error_set(core->dead_status, "%s of tensor '%s': the "
                           "collective core has stopped: %s",
-                          cg__type_names[type], w->name, core->dead_msg);
+                          cg_hvd_type_name(type), w->name, core->dead_msg);
         goto err_unlock;
     }
     CG_HVD_FOR(it, &core->registry[CG_HVD_BUCKET(req->hash)]) {

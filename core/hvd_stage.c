@@ -4,8 +4,9 @@
  * a backend with allreduce_staged, the engine): the group's tensors are
  * mapped onto the fusion buffer as extents, and the collective copies
  * each piece in just before it first reads it (or reduces straight from
- * the tensors into it) and out once it is final (cg_allreduce_staged). With more than two ranks the layout is segment
- * by segment: ring segment r holds every tensor's r-th part, each tensor
+ * the tensors into it) and out once it is final (cg_allreduce_staged).
+ * With more than two ranks the layout is segment by segment: ring
+ * segment r holds every tensor's r-th part, each tensor
  * cut as the engine would cut it alone, so each tensor's result has the
  * bits of an allreduce of that tensor alone, whatever else is fused with
  * it (fusion buffer size, pressure, timing); a tensor reduced alone runs
@@ -112,7 +113,8 @@ static size_t cg__find(cg__stage_t *st, size_t off)
 {
     size_t lo = 0, hi = st->n, h = st->hint;
 
-    if (h < st->n && st->x[h].foff <= off && off < st->x[h].foff + st->x[h].len)
+    if (h < st->n && st->x[h].foff <= off &&
+        off < st->x[h].foff + st->x[h].len)
         return h;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
@@ -124,38 +126,28 @@ static size_t cg__find(cg__stage_t *st, size_t off)
     return lo;
 }
 
-static void cg__copy(cg__stage_t *st, size_t off, size_t len, bool in)
-{
-    size_t k = cg__find(st, off), end = off + len;
+/* What a walk over the extents does to each run. */
+typedef enum { CG__FILL, CG__DRAIN, CG__REDUCE } cg__walk_t;
 
-    for (; off < end; k++) {
-        const cg_hvd_extent_t *x = &st->x[k];
-        size_t skip = off - x->foff, n = x->len - skip;
-        n = n < end - off ? n : end - off;
-        if (in)
-            memcpy(st->fbuf + off, x->in + skip, n);
-        else
-            memcpy(x->out + skip, st->fbuf + off, n);
-        off += n;
-        st->hint = k;
-    }
-}
-
-/* fbuf[off, off + len) = inputs op piece, extent by extent (the bits of
- * filling, then reducing: cg_reduce3 adds in the same order). */
-static void cg__reduce_in(void *arg, size_t off, size_t len,
-                          const void *piece)
+/* fbuf[off, off + len) extent by extent: copied in (fill), out (drain),
+ * or = inputs op piece (reduce: the bits of filling, then reducing, as
+ * cg_reduce3 adds in the same order). */
+static void cg__walk(cg__stage_t *st, cg__walk_t what, size_t off, size_t len,
+                     const char *piece)
 {
-    cg__stage_t *st = arg;
     size_t k = cg__find(st, off), end = off + len, at = off;
-    size_t el = cg_dtype_size(st->dt);
 
     for (; off < end; k++) {
         const cg_hvd_extent_t *x = &st->x[k];
         size_t skip = off - x->foff, n = x->len - skip;
         n = n < end - off ? n : end - off;
-        cg_reduce3(st->fbuf + off, x->in + skip,
-                   (const char *)piece + (off - at), n / el, st->dt, st->op);
+        if (what == CG__FILL)
+            memcpy(st->fbuf + off, x->in + skip, n);
+        else if (what == CG__DRAIN)
+            memcpy(x->out + skip, st->fbuf + off, n);
+        else
+            cg_reduce3(st->fbuf + off, x->in + skip, piece + (off - at),
+                       n / cg_dtype_size(st->dt), st->dt, st->op);
         off += n;
         st->hint = k;
     }
@@ -163,12 +155,18 @@ static void cg__reduce_in(void *arg, size_t off, size_t len,
 
 static void cg__fill(void *arg, size_t off, size_t len)
 {
-    cg__copy(arg, off, len, true);
+    cg__walk(arg, CG__FILL, off, len, NULL);
 }
 
 static void cg__drain(void *arg, size_t off, size_t len)
 {
-    cg__copy(arg, off, len, false);
+    cg__walk(arg, CG__DRAIN, off, len, NULL);
+}
+
+static void cg__reduce_in(void *arg, size_t off, size_t len,
+                          const void *piece)
+{
+    cg__walk(arg, CG__REDUCE, off, len, piece);
 }
 
 cg_status_t cg_hvd_fused_staged(cg_hvd_core_t *core, cg_backend_t *be,

@@ -20,9 +20,6 @@
 #define CG__WARN_TENSORS 4        /* tensors named in a warning */
 #define CG__WARN_RANKS 8          /* ranks named per list */
 
-static const char *const cg__type_names[] = {"allreduce", "broadcast",
-                                             "allgather"};
-
 static uint64_t cg__min(uint64_t a, uint64_t b)
 {
     return a < b ? a : b;
@@ -78,7 +75,7 @@ static int cg__describe(const cg_hvd_core_t *core, uint64_t min_age,
         if (found++ >= max)
             continue;
         cg__add(buf, len, n, "%stensor '%s' (%s) is waiting for ",
-                found > 1 ? "; " : "", e->w.name, cg__type_names[e->w.type]);
+                found > 1 ? "; " : "", e->w.name, cg_hvd_type_name(e->w.type));
         cg__ranks(core, e, false, max_ranks, buf, len, n);
         cg__add(buf, len, n, "; ");
         cg__ranks(core, e, true, max_ranks, buf, len, n);

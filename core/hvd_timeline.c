@@ -33,22 +33,12 @@ static const char *cg__op_name(const cg_hvd_wire_t *w)
                : "UNKNOWN";
 }
 
-static void cg__shape(const cg_hvd_wire_t *w, char *buf, size_t len)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < w->ndim && n < len; d++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%lld", d ? ", " : "",
-                              (long long)w->shape[d]);
-    if (n < len)
-        snprintf(buf + n, len - n, "]");
-}
-
 static void cg__op_end(cg_timeline_t *t, const cg_hvd_entry_t *e,
                        uint64_t now)
 {
     char shape[160];
 
-    cg__shape(&e->w, shape, sizeof(shape));
+    cg_hvd_shape_str(&e->w, shape, sizeof(shape));
     cg_timeline_op_end(t, e->w.name, cg_dtype_name((cg_dtype_t)e->w.dtype),
                        shape, now);
 }

@@ -9,21 +9,10 @@
 
 #include "core/base/log.h"
 
-const char *tc_env_get(void *arg, const char *name)
-{
-    const char *const *env = arg;
-    size_t n = strlen(name);
-
-    for (; *env != NULL; env++)
-        if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
-            return *env + n + 1;
-    return NULL;
-}
-
 cg_status_t tc_config_load(cg_config_t *cfg, const char *const *env)
 {
     cg_log_t log;
 
     cg_log_init(&log, CG_LOG_NONE, -1);
-    return cg_config_load(cfg, tc_env_get, (void *)env, env, &log);
+    return cg_config_load(cfg, cg_config_list_getenv, (void *)env, env, &log);
 }

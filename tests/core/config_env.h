@@ -8,8 +8,6 @@
 
 #include "core/config.h"
 
-/* cg_getenv_fn over arg, a NULL-terminated "NAME=value" list. */
-const char *tc_env_get(void *arg, const char *name);
 /* cg_config_load over env (also its list of names), logging nowhere. */
 cg_status_t tc_config_load(cg_config_t *cfg, const char *const *env);
 
