@@ -34,14 +34,18 @@ cg_status_t cg_allreduce(cg_comm_t *comm, const void *sendbuf, void *recvbuf,
 /* A buffer whose bytes the caller supplies as the collective first needs
  * them and takes back as soon as they are final, so data moves between the
  * caller's scattered memory and the collective while it is still in cache
- * (the shim's fused tensors). fill(arg, off, len) must write
- * buf[off, off + len); drain(arg, off, len) may read it. On success every
- * byte is filled exactly once, before anything reads it, and drained
- * exactly once, after it holds the result; ranges come in pieces, in no
- * set order. On failure some ranges may never be filled or drained. */
+ * (the shim's fused tensors). Offsets are into the buffer's byte range;
+ * the collective says where the bytes go or come from, which is the
+ * buffer itself (at off) or memory of its own (a shared-memory slot):
+ * fill(arg, off, len, dst) writes the input bytes [off, off + len) to dst;
+ * drain(arg, off, len, src) takes the result bytes [off, off + len) from
+ * src. On success every byte is filled exactly once (or reduced from, see
+ * reduce_in), before anything reads it, and drained exactly once, after it
+ * holds the result; ranges come in pieces, in no set order. On failure
+ * some ranges may never be filled or drained. */
 typedef struct cg_coll_stage {
-    void (*fill)(void *arg, size_t off, size_t len);
-    void (*drain)(void *arg, size_t off, size_t len);
+    void (*fill)(void *arg, size_t off, size_t len, void *dst);
+    void (*drain)(void *arg, size_t off, size_t len, const void *src);
     void *arg;
     /* NULL, or the element count of each of the rank count's ring
      * segments (summing to count, the same on every rank): with more than
@@ -52,11 +56,13 @@ typedef struct cg_coll_stage {
      * tensor, the bits of the ring on that tensor alone, whatever shares
      * the buffer. */
     const size_t *segs;
-    /* NULL, or buf[off, off + len) = (this rank's input there) op piece,
-     * in the call's dtype and op, with the bits of reducing the filled
-     * bytes: the ring then reads the input once where it reduces instead
-     * of filling the range first (used when prescale is 1). */
-    void (*reduce_in)(void *arg, size_t off, size_t len, const void *piece);
+    /* NULL, or dst[0, len) = (this rank's input at [off, off + len)) op
+     * piece, in the call's dtype and op, with the bits of cg_reduce3(dst,
+     * input, piece): the collective then reads the input once where it
+     * reduces instead of filling the range first (used when prescale is
+     * 1). dst does not overlap piece. */
+    void (*reduce_in)(void *arg, size_t off, size_t len, const void *piece,
+                      void *dst);
 } cg_coll_stage_t;
 
 /* Segment s of the ring over n ranks, in elements: count/n, the first

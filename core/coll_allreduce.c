@@ -20,12 +20,15 @@
 
 const char *cg_allreduce_algo(const cg_comm_t *comm, size_t bytes)
 {
+    if (cg_comm_shm(comm) != NULL)
+        return "shm"; /* CG_ALGO auto or shm, every rank on this host */
     switch (cg_comm_algo(comm)) {
     case CG_COLL_ALGO_RING:
         return "ring";
     case CG_COLL_ALGO_RD:
         return "rd";
     case CG_COLL_ALGO_AUTO:
+    case CG_COLL_ALGO_SHM:
         break;
     }
     if (cg_comm_size(comm) == 2)
@@ -158,6 +161,14 @@ static cg_status_t cg__allreduce_check(const cg_comm_t *comm,
     return CG_OK;
 }
 
+void cg_coll_fill_to(const cg_coll_staging_t *sg, size_t off, size_t len,
+                     void *dst)
+{
+    sg->stage->fill(sg->stage->arg, off, len, dst);
+    if (sg->prescale != 1.0)
+        cg_scale(dst, len / cg_dtype_size(sg->dt), sg->dt, sg->prescale);
+}
+
 void cg_coll_fill(const cg_coll_staging_t *sg, const void *p, size_t len)
 {
     size_t off;
@@ -165,10 +176,7 @@ void cg_coll_fill(const cg_coll_staging_t *sg, const void *p, size_t len)
     if (sg == NULL || len == 0)
         return;
     off = (size_t)((const uint8_t *)p - sg->base);
-    sg->stage->fill(sg->stage->arg, off, len);
-    if (sg->prescale != 1.0)
-        cg_scale(sg->base + off, len / cg_dtype_size(sg->dt), sg->dt,
-                 sg->prescale);
+    cg_coll_fill_to(sg, off, len, sg->base + off);
 }
 
 bool cg_coll_reduces_in(const cg_coll_staging_t *sg)
@@ -180,14 +188,28 @@ void cg_coll_reduce_in(const cg_coll_staging_t *sg, void *p, size_t len,
                        const void *piece)
 {
     sg->stage->reduce_in(sg->stage->arg,
-                         (size_t)((const uint8_t *)p - sg->base), len, piece);
+                         (size_t)((const uint8_t *)p - sg->base), len, piece,
+                         p);
+}
+
+void cg_coll_drain_from(const cg_coll_staging_t *sg, size_t off, size_t len,
+                        const void *src)
+{
+    if (len > 0)
+        sg->stage->drain(sg->stage->arg, off, len, src);
+}
+
+void cg_coll_reduce_in_to(const cg_coll_staging_t *sg, size_t off,
+                          size_t len, const void *piece, void *dst)
+{
+    sg->stage->reduce_in(sg->stage->arg, off, len, piece, dst);
 }
 
 void cg_coll_drain(const cg_coll_staging_t *sg, const void *p, size_t len)
 {
     if (sg != NULL && len > 0)
         sg->stage->drain(sg->stage->arg,
-                         (size_t)((const uint8_t *)p - sg->base), len);
+                         (size_t)((const uint8_t *)p - sg->base), len, p);
 }
 
 /* The algorithm on the checked arguments; sg: staged in place (only the
@@ -206,6 +228,18 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
     st = cg_coll_op_begin(cop, comm, "allreduce");
     if (st != CG_OK || count == 0)
         return st;
+    if (cg_comm_shm(comm) != NULL) {
+        if (sg == NULL && prescale != 1.0) {
+            if (sendbuf == recvbuf)
+                cg_scale(recvbuf, count, dt, prescale);
+            else
+                cg_scale_copy(recvbuf, sendbuf, count, dt, prescale);
+            sendbuf = recvbuf;
+        }
+        st = cg_shm_allreduce(cop, sendbuf, recvbuf, count, dt, op,
+                              postscale, sg);
+        return st == CG_OK ? st : cg_coll_abort(cop, st);
+    }
     ring = cg_comm_size(comm) > 1 &&
            strcmp(cg_allreduce_algo(comm, bytes), "ring") == 0;
     /* Caller's segments: the ring whatever the size (two ranks need not:

@@ -28,6 +28,7 @@ const char *cg_broadcast_algo(const cg_comm_t *comm, size_t bytes)
     case CG_COLL_ALGO_RD:
         return "tree";
     case CG_COLL_ALGO_AUTO:
+    case CG_COLL_ALGO_SHM: /* AllReduce only: broadcast by size */
         break;
     }
     return bytes <= CG_COLL_SMALL_BYTES ? "tree" : "chain";

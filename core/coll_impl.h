@@ -31,6 +31,8 @@
  * receive slots, then recursive doubling's partner buffer. */
 #define CG_COLL_SCRATCH_RING 0
 #define CG_COLL_SCRATCH_RD 2
+/* The shared-memory AllReduce's partial results (more than two ranks). */
+#define CG_COLL_SCRATCH_SHM 3
 
 typedef struct cg_xfer {
     cg_tp_req_t *req; /* NULL when idle or finished */
@@ -91,7 +93,10 @@ typedef struct cg_coll_staging {
 } cg_coll_staging_t;
 
 /* buf[off, off + len) (p = base + off) filled / drained; no-ops without
- * staging or for len 0. */
+ * staging or for len 0. cg_coll_fill_to: the input bytes [off, off + len)
+ * prescaled into dst (sg not NULL). */
+void cg_coll_fill_to(const cg_coll_staging_t *sg, size_t off, size_t len,
+                     void *dst);
 void cg_coll_fill(const cg_coll_staging_t *sg, const void *p, size_t len);
 /* Whether ranges reduced into are reduced from the input by the stage
  * (cg_coll_stage_t.reduce_in, prescale 1) rather than filled first. */
@@ -100,6 +105,13 @@ bool cg_coll_reduces_in(const cg_coll_staging_t *sg);
 void cg_coll_reduce_in(const cg_coll_staging_t *sg, void *p, size_t len,
                        const void *piece);
 void cg_coll_drain(const cg_coll_staging_t *sg, const void *p, size_t len);
+/* The same with the collective's memory given apart from the offset
+ * (shared-memory slots): the result bytes [off, off + len) from src; dst
+ * = the input there op piece (cg_coll_reduces_in). sg not NULL. */
+void cg_coll_drain_from(const cg_coll_staging_t *sg, size_t off, size_t len,
+                        const void *src);
+void cg_coll_reduce_in_to(const cg_coll_staging_t *sg, size_t off,
+                          size_t len, const void *piece, void *dst);
 
 /* Ring AllReduce of sendbuf into recvbuf (the same pointer: in place);
  * recursive doubling likewise (out of place, its first step reduces
@@ -112,6 +124,14 @@ cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
 cg_status_t cg_rd_allreduce(cg_coll_op_t *op, const void *sendbuf,
                             void *recvbuf, size_t count, cg_dtype_t dt,
                             cg_redop_t op_kind, double postscale);
+
+/* Through the communicator's shared memory (cg_comm_shm not NULL; see
+ * coll_shm.c); in or out of place, or staged in place (sg); same contract
+ * as the ring, whose bits it gives. Does not abort op itself. */
+cg_status_t cg_shm_allreduce(cg_coll_op_t *op, const void *sendbuf,
+                             void *recvbuf, size_t count, cg_dtype_t dt,
+                             cg_redop_t op_kind, double postscale,
+                             const cg_coll_staging_t *sg);
 
 /* Two ranks only: recursive doubling's single exchange, pipelined in
  * pieces (coll_pair.c); same contract as the two above. */

@@ -14,6 +14,7 @@
 
 #include "core/base/error.h"
 #include "core/coll_impl.h"
+#include "core/shm.h"
 
 struct cg_comm {
     int rank, size;
@@ -27,6 +28,7 @@ struct cg_comm {
     uint32_t seq;
     bool broken;
     cg_tp_conn_t **conns; /* [size]; NULL for self and after a failure */
+    cg_shm_t *shm;        /* every rank on this host: shared memory */
     struct {
         void *buf;
         size_t cap;
@@ -207,6 +209,15 @@ cg_status_t cg_comm_create(const cg_comm_params_t *params, cg_comm_t **comm_p)
     st = cg__comm_wire(comm, params->bs);
     if (st != CG_OK)
         goto err_close;
+    if (comm->algo == CG_COLL_ALGO_AUTO || comm->algo == CG_COLL_ALGO_SHM) {
+        cg_shm_params_t sp = {params->bs, comm->gov, comm->log,
+                              params->cfg->shm_slot,
+                              comm->algo == CG_COLL_ALGO_SHM,
+                              comm->timeout_ns};
+        st = cg_shm_create(&sp, &comm->shm);
+        if (st != CG_OK)
+            goto err_close;
+    }
     cg_debug(comm->log, "comm rank %d of %d connected over %s",
              comm->rank, comm->size, cg_transport_name(comm->tp));
     *comm_p = comm;
@@ -229,6 +240,7 @@ void cg_comm_destroy(cg_comm_t *comm)
         return;
     gov = comm->gov;
     cg__comm_close_all(comm);
+    cg_shm_destroy(comm->shm);
     for (int i = 0; i < CG_COMM_SCRATCH; i++)
         cg_governor_free(gov, CG_MEM_CAT_RING, comm->scratch[i].buf,
                          comm->scratch[i].cap);
@@ -256,6 +268,7 @@ cg_tp_conn_t *cg_comm_conn(const cg_comm_t *comm, int peer)
     return comm->conns[peer];
 }
 cg_transport_t *cg_comm_transport(const cg_comm_t *comm) { return comm->tp; }
+cg_shm_t *cg_comm_shm(const cg_comm_t *comm) { return comm->shm; }
 
 cg_status_t cg_comm_begin(cg_comm_t *comm, uint32_t *tag_base_p)
 {
@@ -272,6 +285,7 @@ cg_status_t cg_comm_begin(cg_comm_t *comm, uint32_t *tag_base_p)
 void cg_comm_fail(cg_comm_t *comm)
 {
     comm->broken = true;
+    cg_shm_abort(comm->shm);
     cg__comm_close_all(comm);
 }
 

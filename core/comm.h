@@ -60,12 +60,16 @@ uint64_t cg_comm_chunk_min_all(const cg_comm_t *comm);
 /* Connection to peer (never self). */
 cg_tp_conn_t *cg_comm_conn(const cg_comm_t *comm, int peer);
 cg_transport_t *cg_comm_transport(const cg_comm_t *comm);
+/* The shared-memory area when every rank is on this host and it was set
+ * up (CG_ALGO auto or shm, CG_SHM_SLOT not 0), else NULL. */
+struct cg_shm *cg_comm_shm(const cg_comm_t *comm);
 
 /* Starts a collective: CG_ERR_PEER_RESET at once if an earlier one failed
  * (the group is broken), else the tag base of this operation. */
 cg_status_t cg_comm_begin(cg_comm_t *comm, uint32_t *tag_base_p);
 /* Marks the group broken after a failed operation and closes every
- * connection, so ranks still waiting on this one fail at once too. */
+ * connection (and marks this rank aborted in shared memory), so ranks
+ * still waiting on this one fail at once too. */
 void cg_comm_fail(cg_comm_t *comm);
 bool cg_comm_broken(const cg_comm_t *comm);
 
@@ -74,7 +78,7 @@ bool cg_comm_broken(const cg_comm_t *comm);
  * collective in the steady state allocates nothing: a fresh allocation
  * costs page faults on every operation (2 x 128 KiB: ~30x the time of
  * touching them). Index 0..CG_COMM_SCRATCH-1; one user at a time. */
-#define CG_COMM_SCRATCH 3
+#define CG_COMM_SCRATCH 4
 /* The buffer of index idx with a capacity in [want, max] if the kept one
  * fits; otherwise the kept one is freed and a new one of want bytes
  * allocated, shrinking to floor (multiples of align) on failure, as

@@ -44,7 +44,7 @@ static const char *const cg__log_levels[] = {"none", "error", "warn", "info",
                                              "debug", "trace", NULL};
 static const char *const cg__probes[] = {"auto", "host", "cuda", NULL};
 static const char *const cg__transports[] = {"auto", "ucx", "socket", NULL};
-static const char *const cg__algos[] = {"auto", "ring", "rd", NULL};
+static const char *const cg__algos[] = {"auto", "ring", "rd", "shm", NULL};
 static const char *const cg__dup_policies[] = {"coalesce", "error", NULL};
 /* Index = cg_backend_kind_t (core/hvd_backend.h); any case accepted. */
 static const char *const cg__cpu_ops[] = {"COLLGUARD", "MPI", NULL};
@@ -143,9 +143,16 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "ranks of a host to take effect."},
     {CG_CFG_ALGO, "CG_ALGO", {NULL, NULL}, CG__T_ENUM, "auto",
      CG__OFF(algo), cg__algos, 0, 0, 0,
-     "Collective algorithm: auto (by size: recursive doubling / binomial "
-     "tree up to 64KiB, ring / pipelined chain above), ring, rd. Must be "
-     "the same on every rank."},
+     "Collective algorithm: auto (AllReduce through shared memory when "
+     "every rank is on one host, else by size: recursive doubling / "
+     "binomial tree up to 64KiB, ring / pipelined chain above), ring, rd, "
+     "shm (shared memory, and communicator creation fails where it cannot "
+     "be set up). Must be the same on every rank."},
+    {CG_CFG_SHM_SLOT, "CG_SHM_SLOT", {NULL, NULL}, CG__T_SIZE, "512KiB",
+     CG__OFF(shm_slot), NULL, 0, 0, 0,
+     "Shared-memory AllReduce: bytes of each of the two slots every rank "
+     "maps in /dev/shm per communicator (64KiB-1GiB; 0: no shared "
+     "memory). The smallest of the ranks' values is used."},
     {CG_CFG_DYNAMIC_PROCESS_SETS, "CG_DYNAMIC_PROCESS_SETS",
      {"HOROVOD_DYNAMIC_PROCESS_SETS", NULL}, CG__T_INT, "0",
      CG__OFF(dynamic_process_sets), NULL, 0, 1, 0,
@@ -354,6 +361,11 @@ static cg_status_t cg__config_check(const cg_config_t *cfg)
         return cg_error_set(CG_ERR_CONFIG,
                             "CG_OOM_WINDOW must be at least "
                             "CG_PROBE_INTERVAL");
+    if (cfg->shm_slot != 0 &&
+        (cfg->shm_slot < (64u << 10) || cfg->shm_slot > (1ull << 30)))
+        return cg_error_set(CG_ERR_CONFIG, "CG_SHM_SLOT must be 0 (off) or "
+                            "64KiB..1GiB (got %llu bytes)",
+                            (unsigned long long)cfg->shm_slot);
     if (cfg->chunk_min == 0 || cfg->chunk_size < cfg->chunk_min)
         return cg_error_set(CG_ERR_CONFIG,
                             "CG_CHUNK_MIN must be > 0 and at most "

@@ -28,7 +28,8 @@ typedef enum {
 typedef enum {
     CG_COLL_ALGO_AUTO = 0, /* by message size */
     CG_COLL_ALGO_RING = 1, /* ring AllReduce, pipelined chain Broadcast */
-    CG_COLL_ALGO_RD = 2    /* recursive doubling, binomial-tree Broadcast */
+    CG_COLL_ALGO_RD = 2,   /* recursive doubling, binomial-tree Broadcast */
+    CG_COLL_ALGO_SHM = 3   /* shared-memory AllReduce (all ranks on a host) */
 } cg_coll_algo_t;
 
 /* CG_DUPLICATE_POLICY: a second enqueue of a name in flight. */
@@ -68,6 +69,7 @@ typedef enum {
     CG_CFG_SOCKET_NSOCKS,
     CG_CFG_UCX_SHM_ZCOPY,
     CG_CFG_ALGO,
+    CG_CFG_SHM_SLOT,
     CG_CFG_DYNAMIC_PROCESS_SETS,
     CG_CFG_CYCLE_TIME,
     CG_CFG_DUPLICATE_POLICY,
@@ -111,6 +113,7 @@ typedef struct cg_config {
     int socket_nsocks;
     bool ucx_shm_zcopy;          /* UCX endpoints on one host: zero copy */
     cg_coll_algo_t algo;         /* collective algorithm choice */
+    uint64_t shm_slot;           /* shared-memory slot bytes; 0: no shm */
     int dynamic_process_sets;    /* Horovod ABI: add/remove allowed */
     uint64_t cycle_time_ns;      /* Horovod shim: background cycle */
     int duplicate_policy;        /* cg_dup_policy_t */

@@ -102,7 +102,6 @@ static size_t cg__layout(cg_hvd_core_t *core, size_t i, int group,
 typedef struct cg__stage {
     const cg_hvd_extent_t *x;
     size_t n, hint;
-    char *fbuf;
     cg_dtype_t dt;
     cg_redop_t op;
 } cg__stage_t;
@@ -129,11 +128,12 @@ static size_t cg__find(cg__stage_t *st, size_t off)
 /* What a walk over the extents does to each run. */
 typedef enum { CG__FILL, CG__DRAIN, CG__REDUCE } cg__walk_t;
 
-/* fbuf[off, off + len) extent by extent: copied in (fill), out (drain),
- * or = inputs op piece (reduce: the bits of filling, then reducing, as
+/* The group's bytes [off, off + len) extent by extent, against mem (the
+ * collective's memory for that range): copied in (fill), out (drain), or
+ * mem = inputs op piece (reduce: the bits of filling, then reducing, as
  * cg_reduce3 adds in the same order). */
 static void cg__walk(cg__stage_t *st, cg__walk_t what, size_t off, size_t len,
-                     const char *piece)
+                     char *mem, const char *piece)
 {
     size_t k = cg__find(st, off), end = off + len, at = off;
 
@@ -142,31 +142,31 @@ static void cg__walk(cg__stage_t *st, cg__walk_t what, size_t off, size_t len,
         size_t skip = off - x->foff, n = x->len - skip;
         n = n < end - off ? n : end - off;
         if (what == CG__FILL)
-            memcpy(st->fbuf + off, x->in + skip, n);
+            memcpy(mem + (off - at), x->in + skip, n);
         else if (what == CG__DRAIN)
-            memcpy(x->out + skip, st->fbuf + off, n);
+            memcpy(x->out + skip, mem + (off - at), n);
         else
-            cg_reduce3(st->fbuf + off, x->in + skip, piece + (off - at),
+            cg_reduce3(mem + (off - at), x->in + skip, piece + (off - at),
                        n / cg_dtype_size(st->dt), st->dt, st->op);
         off += n;
         st->hint = k;
     }
 }
 
-static void cg__fill(void *arg, size_t off, size_t len)
+static void cg__fill(void *arg, size_t off, size_t len, void *dst)
 {
-    cg__walk(arg, CG__FILL, off, len, NULL);
+    cg__walk(arg, CG__FILL, off, len, dst, NULL);
 }
 
-static void cg__drain(void *arg, size_t off, size_t len)
+static void cg__drain(void *arg, size_t off, size_t len, const void *src)
 {
-    cg__walk(arg, CG__DRAIN, off, len, NULL);
+    cg__walk(arg, CG__DRAIN, off, len, (char *)src, NULL);
 }
 
 static void cg__reduce_in(void *arg, size_t off, size_t len,
-                          const void *piece)
+                          const void *piece, void *dst)
 {
-    cg__walk(arg, CG__REDUCE, off, len, piece);
+    cg__walk(arg, CG__REDUCE, off, len, dst, piece);
 }
 
 cg_status_t cg_hvd_fused_staged(cg_hvd_core_t *core, cg_backend_t *be,
@@ -176,7 +176,7 @@ cg_status_t cg_hvd_fused_staged(cg_hvd_core_t *core, cg_backend_t *be,
     const cg_hvd_entry_t *head = core->ready[i];
     size_t dsize = cg_dtype_size(head->w.dtype);
     size_t parts = core->size > 2 ? (size_t)core->size : 1;
-    cg__stage_t st = {core->xv, 0, 0, fbuf, head->w.dtype, head->w.op};
+    cg__stage_t st = {core->xv, 0, 0, head->w.dtype, head->w.op};
     cg_coll_stage_t stage = {cg__fill, cg__drain, &st, NULL, cg__reduce_in};
 
     *ran_p = false;
@@ -199,16 +199,19 @@ typedef struct cg__single {
     char *out;
 } cg__single_t;
 
-static void cg__single_fill(void *arg, size_t off, size_t len)
+static void cg__single_fill(void *arg, size_t off, size_t len, void *dst)
 {
     cg__single_t *s = arg;
-    if (s->in != s->out)
-        memcpy(s->out + off, s->in + off, len);
+    if (s->in + off != dst)
+        memcpy(dst, s->in + off, len);
 }
 
-static void cg__single_drain(void *arg, size_t off, size_t len)
+static void cg__single_drain(void *arg, size_t off, size_t len,
+                             const void *src)
 {
-    (void)arg, (void)off, (void)len; /* the result is in place already */
+    cg__single_t *s = arg;
+    if (s->out + off != src) /* in place already when staged in output */
+        memcpy(s->out + off, src, len);
 }
 
 cg_status_t cg_hvd_single_staged(cg_hvd_core_t *core, cg_backend_t *be,

@@ -35,8 +35,8 @@ double coll_scaled_s(double base_s)
 static int coll_setup(coll_rank_t *cr, const char *timeout,
                       const char *algo, int port)
 {
-    char tvar[64], avar[64];
-    const char *env[] = {tvar, avar, "CG_LOG_LEVEL=none", NULL};
+    char tvar[64], avar[64], extra[256], *save = NULL, *tok;
+    const char *env[16] = {tvar, avar, "CG_LOG_LEVEL=none"};
     cg_ctx_params_t cp = {.field_mask = CG_CTX_PARAM_ENV, .env = env};
     cg_bootstrap_params_t bp = {0};
     cg_transport_params_t tp = {0};
@@ -44,9 +44,21 @@ static int coll_setup(coll_rank_t *cr, const char *timeout,
     cg_transport_t *t;
     bs_env_t e = {0};
     cg_status_t st;
+    int n = 3;
 
     snprintf(tvar, sizeof(tvar), "CG_TIMEOUT=%s", timeout);
-    snprintf(avar, sizeof(avar), "CG_ALGO=%s", algo);
+    snprintf(extra, sizeof(extra), "%s", algo);
+    tok = strtok_r(extra, " ", &save);
+    snprintf(avar, sizeof(avar), "CG_ALGO=%s", tok != NULL ? tok : "auto");
+    while ((tok = strtok_r(NULL, " ", &save)) != NULL && n < 15) {
+        if (tok[0] == '@') { /* @R:NAME=value: rank R only */
+            if (atoi(tok + 1) != cr->rank || strchr(tok, ':') == NULL)
+                continue;
+            tok = strchr(tok, ':') + 1;
+        }
+        env[n++] = tok;
+    }
+    env[n] = NULL;
     bs_env_style(&e, BS_STYLE_LAUNCHER, cr->rank, cr->size, port);
     if ((st = cg_ctx_create(&cp, &cr->ctx)) != CG_OK)
         return st;
@@ -148,11 +160,11 @@ void coll_check_refused(coll_body_fn body, cg_status_t want,
     coll_job_free(rep, 2);
 }
 
-void coll_check_victim(coll_body_fn body, int sig, double limit_s,
-                       int iters, const char *op)
+void coll_check_victim(coll_body_fn body, const char *algo, int sig,
+                       double limit_s, int iters, const char *op)
 {
     int status[3];
-    coll_report_t *rep = coll_job_run(3, "2s", "auto", body, &sig,
+    coll_report_t *rep = coll_job_run(3, "2s", algo, body, &sig,
                                       coll_scaled_s(30), status);
     cr_assert(WIFSIGNALED(status[2]), "rank 2 status 0x%x", status[2]);
     cr_log_info("rank 0 after %.2fs: %s", rep[0].elapsed_s, rep[0].msg);

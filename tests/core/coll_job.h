@@ -31,7 +31,9 @@ typedef struct coll_rank {
 typedef void (*coll_body_fn)(coll_rank_t *cr, void *arg);
 
 /* Runs size ranks of body with CG_TIMEOUT=timeout and CG_ALGO=algo
- * (auto, ring, rd); returns the shared
+ * (auto, ring, rd, shm; optionally followed by space-separated NAME=value
+ * settings, each for one rank only when written @R:NAME=value, e.g.
+ * "shm CG_SHM_SLOT=64K @1:CG_SHM_SLOT=0"); returns the shared
  * reports (size entries; coll_job_free them). status_p[r]: waitpid
  * status of rank r. Ranks are killed after wait_s. */
 coll_report_t *coll_job_run(int size, const char *timeout, const char *algo,
@@ -50,11 +52,11 @@ void coll_report(coll_rank_t *cr, cg_status_t st, double t0);
  * iters == 1 (the body's check that the group still works after). */
 void coll_check_refused(coll_body_fn body, cg_status_t want,
                         const char *text);
-/* 3 ranks of body with CG_TIMEOUT 2s, rank 2 raising sig (arg = &sig)
+/* 3 ranks of body with CG_TIMEOUT 2s and algo, rank 2 raising sig (arg = &sig)
  * before its collective number iters + 1: it dies, ranks 0 and 1 complete
  * iters, then fail within limit_s with a peer failure (messages holding
  * `op`), and one of them names rank 2. */
-void coll_check_victim(coll_body_fn body, int sig, double limit_s,
-                       int iters, const char *op);
+void coll_check_victim(coll_body_fn body, const char *algo, int sig,
+                       double limit_s, int iters, const char *op);
 
 #endif

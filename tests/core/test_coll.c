@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Collectives across forked ranks on loopback: prescale and postscale,
- * in place with uneven segments, the two-rank pair exchange (exact in and
- * out of place, more pieces than sends in flight), argument errors, and
- * failures: a killed
- * rank and a silent (stopped) rank fail the operation on the live ranks
- * within CG_TIMEOUT, naming the peer. Bulk correctness (rank counts,
+ * in place with uneven segments, the two-rank pair exchange and shared
+ * memory (exact in and out of place, more pieces than sends in flight,
+ * many rounds), argument errors, and failures: a killed rank and a
+ * silent (stopped) rank fail the operation on the live ranks within
+ * CG_TIMEOUT, naming the peer, over the ring and shared memory. Bulk correctness (rank counts,
  * sizes, dtypes, ops, roots, transports) runs through the perf tools.
  */
 #include <criterion/criterion.h>
@@ -180,7 +180,8 @@ static void body_victim(coll_rank_t *cr, void *arg)
 
 static void check_victim(int sig, double limit_s)
 {
-    coll_check_victim(body_victim, sig, limit_s, 3, "allreduce");
+    coll_check_victim(body_victim, "ring", sig, limit_s, 3, "allreduce");
+    coll_check_victim(body_victim, "shm", sig, limit_s, 3, "allreduce");
 }
 
 Test(coll, killed_rank_fails_the_others_naming_it, .timeout = 60)
@@ -243,8 +244,10 @@ static void check_pair(const char *algo, pair_arg_t a)
 Test(coll, two_ranks_pair_exchange_is_exact_in_and_out_of_place,
      .timeout = 60)
 {
-    check_pair("auto", (pair_arg_t){30001, 12}); /* 2 pieces, one short */
-    check_pair("auto", (pair_arg_t){3, 4});
+    check_pair("rd", (pair_arg_t){30001, 12}); /* 2 pieces, one short */
+    check_pair("rd", (pair_arg_t){3, 4});
+    check_pair("shm", (pair_arg_t){30001, 12}); /* shared memory too */
+    check_pair("shm CG_SHM_SLOT=64K", (pair_arg_t){1000001, 4});
 }
 
 Test(coll, two_ranks_pair_exchange_with_more_pieces_than_sends_in_flight,
@@ -278,7 +281,7 @@ Test(coll, two_ranks_pair_exchange_fails_naming_a_killed_peer,
      .timeout = 60)
 {
     int status[2];
-    coll_report_t *rep = coll_job_run(2, "2s", "auto", body_pair_victim,
+    coll_report_t *rep = coll_job_run(2, "2s", "rd", body_pair_victim,
                                       NULL, coll_scaled_s(30), status);
     cr_assert(WIFSIGNALED(status[1]), "rank 1 status 0x%x", status[1]);
     cr_assert_eq(rep[0].iters, 2, "rank 0 completed %d", rep[0].iters);

@@ -155,7 +155,7 @@ static void body_victim(coll_rank_t *cr, void *arg)
 /* The live ranks fail the 3rd allgather within limit_s, naming rank 2. */
 static void check_victim(int sig, double limit_s)
 {
-    coll_check_victim(body_victim, sig, limit_s, 2, "allgather");
+    coll_check_victim(body_victim, "auto", sig, limit_s, 2, "allgather");
 }
 
 Test(coll_allgather, killed_rank_fails_the_others_naming_it, .timeout = 60)

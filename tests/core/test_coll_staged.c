@@ -4,8 +4,9 @@
  * filled exactly once before it is drained exactly once, and the drained
  * result is bit-identical to cg_allreduce in place on the same data
  * (non-integer floats, so a changed reduction order would show), for the
- * ring (uneven segments, pieces, prescale) and recursive doubling, 2-4
- * ranks, also with the stage reducing from its input; with caller
+ * ring (uneven segments, pieces, prescale), shared memory (rounds of
+ * small slots) and recursive doubling, 2-4 ranks, also with the stage
+ * reducing from its input; with caller
  * segments (several tensors laid out segment by segment), each tensor
  * comes out with the bits of cg_allreduce on that tensor alone; a staged
  * call without callbacks, or with segments that do not sum to the count,
@@ -34,31 +35,31 @@ typedef struct stage_state {
     int bad; /* a byte filled twice, or drained before its fill / twice */
 } stage_state_t;
 
-static void st_fill(void *arg, size_t off, size_t len)
+static void st_fill(void *arg, size_t off, size_t len, void *to)
 {
     stage_state_t *s = arg;
     for (size_t i = off; i < off + len; i++)
         s->bad |= s->filled[i]++ != 0;
-    memcpy(s->buf + off, s->src + off, len);
+    memcpy(to, s->src + off, len);
 }
 
 /* buf = src op piece (f32 sum): the reduced-into bytes count as filled. */
 static void st_reduce_in(void *arg, size_t off, size_t len,
-                         const void *piece)
+                         const void *piece, void *to)
 {
     stage_state_t *s = arg;
     for (size_t i = off; i < off + len; i++)
         s->bad |= s->filled[i]++ != 0;
-    cg_reduce3(s->buf + off, s->src + off, piece, len / sizeof(float),
-               CG_DTYPE_F32, CG_OP_SUM);
+    cg_reduce3(to, s->src + off, piece, len / sizeof(float), CG_DTYPE_F32,
+               CG_OP_SUM);
 }
 
-static void st_drain(void *arg, size_t off, size_t len)
+static void st_drain(void *arg, size_t off, size_t len, const void *from)
 {
     stage_state_t *s = arg;
     for (size_t i = off; i < off + len; i++)
         s->bad |= s->drained[i]++ != 0 || s->filled[i] != 1;
-    memcpy(s->dst + off, s->buf + off, len);
+    memcpy(s->dst + off, from, len);
 }
 
 static void fail(coll_rank_t *cr, cg_status_t st, const char *fmt, size_t a,
@@ -133,23 +134,36 @@ static void run(int size, const char *algo, size_t count, double prescale)
 Test(coll_staged, ring_fills_and_drains_each_byte_once_bit_identical,
      .timeout = 120)
 {
-    run(2, "auto", (1u << 20) + 3, 1.0); /* 4 MiB: pieces, two ranks */
+    run(2, "ring", (1u << 20) + 3, 1.0); /* 4 MiB: pieces, two ranks */
     run(3, "ring", 40001, 0.5);          /* uneven segments, prescale */
     run(4, "ring", 7, 1.0);              /* a segment of one element */
+}
+
+/* Through shared memory: filled straight into the slots and drained
+ * from them (the staging buffer is never touched), in rounds. */
+Test(coll_staged, shared_memory_fills_and_drains_each_byte_once,
+     .timeout = 120)
+{
+    run(2, "shm", (1u << 20) + 3, 1.0);
+    run(3, "shm CG_SHM_SLOT=64K", 40001, 0.5);
+    run(4, "shm", 7, 1.0);
+    run_in(2, "shm CG_SHM_SLOT=64K", (1u << 18) + 1, 1.0, true);
+    run_in(3, "shm", 40001, 1.0, true);
+    run_in(4, "shm CG_SHM_SLOT=64K", 4099, 0.5, true);
 }
 
 /* Reducing straight from the input (prescale 1; with 0.5 the ring must
  * fall back to fill): the same bits, every byte taken and drained once. */
 Test(coll_staged, reduce_from_input_gives_the_same_bits, .timeout = 120)
 {
-    run_in(2, "auto", (1u << 20) + 3, 1.0, true);
+    run_in(2, "ring", (1u << 20) + 3, 1.0, true);
     run_in(3, "ring", 40001, 1.0, true);
     run_in(4, "ring", 4099, 0.5, true);
 }
 
 Test(coll_staged, small_messages_fill_whole_then_drain, .timeout = 60)
 {
-    run(2, "auto", 1000, 0.5); /* the pair exchange */
+    run(2, "rd", 1000, 0.5);   /* the pair exchange */
     run(3, "rd", 5000, 1.0);   /* recursive doubling */
 }
 
@@ -248,6 +262,12 @@ Test(coll_staged, caller_segments_give_each_tensor_its_own_bits,
         int status[4];
         coll_report_t *rep = coll_job_run(size, "20s", "ring", body_segments,
                                           NULL, coll_scaled_s(60), status);
+        for (int r = 0; r < size; r++)
+            cr_assert_eq(rep[r].status, CG_OK, "%d ranks, rank %d: %s: %s",
+                         size, r, cg_status_name(rep[r].status), rep[r].msg);
+        coll_job_free(rep, size);
+        rep = coll_job_run(size, "20s", "shm CG_SHM_SLOT=64K", body_segments,
+                           NULL, coll_scaled_s(60), status);
         for (int r = 0; r < size; r++)
             cr_assert_eq(rep[r].status, CG_OK, "%d ranks, rank %d: %s: %s",
                          size, r, cg_status_name(rep[r].status), rep[r].msg);

@@ -334,9 +334,11 @@ static int body_backend_breaks(hj_rank_t *self)
                  cg_status_name(st), msg);
         HJ_CHECK(self, t1.tv_sec - t0.tv_sec < 4, "step %d took %ld s: %s",
                  step, (long)(t1.tv_sec - t0.tv_sec), msg);
-        if (step == 3)
-            HJ_CHECK(self, strstr(msg, self->rank == 1 ? "CG_FAULT_COLLECTIVE"
-                                                       : "from rank") != NULL,
+        if (step == 3) /* the others: a transport or shared-memory peer */
+            HJ_CHECK(self, self->rank == 1
+                               ? strstr(msg, "CG_FAULT_COLLECTIVE") != NULL
+                               : strstr(msg, "from rank") != NULL ||
+                                     strstr(msg, "failed its part") != NULL,
                      "step 3: %s", msg);
         if (step == 3 && self->rank == 1) /* alive, silent: only breaking */
             sleep(5);                     /* the group frees the others */
