@@ -21,6 +21,9 @@
 #include "core/reduce.h"
 #include "core/shm.h"
 
+/* Sub-pieces of the owner's reduction (see cg__reduce). */
+#define CG__SHM_SUB (16u << 10)
+
 typedef struct cg__shm_ar {
     cg_coll_op_t *op;
     cg_shm_t *shm;
@@ -86,37 +89,33 @@ static void cg__out(const cg__shm_ar_t *a, size_t off, size_t len,
 }
 
 /* Segment g's piece at [off, off + len) in the ring's order, into res (in
- * this rank's slot), then averaged / postscaled and copied out. */
+ * this rank's slot), then averaged / postscaled and copied out, in
+ * sub-pieces that stay in the core's first-level caches between the three
+ * steps. With more than two ranks, acc_0 = x_g in rank g's slot and acc_k
+ * = x_(g+k) op acc_(k-1), alternating between res and tmp so that
+ * acc_(n-2) is in tmp and the last step (own input op acc) writes res. */
 static cg_status_t cg__reduce(cg__shm_ar_t *a, int b, int g, size_t off,
                               size_t len, uint8_t *res)
 {
-    size_t pos = (size_t)g * a->q;
+    size_t pos = (size_t)g * a->q, sub = a->n > 2 ? a->tmp_cap : CG__SHM_SUB;
+    cg_status_t st = CG_OK;
 
-    if (a->n == 2) {
-        cg__own(a, off, len, cg_shm_slot(a->shm, g, b) + pos, res);
-    } else {
-        /* acc_0 = x_g in rank g's slot; acc_k = x_(g+k) op acc_(k-1),
-         * alternating between res and tmp so that acc_(n-2) is in tmp
-         * and the last step (own input op acc) writes res. Pieces of
-         * tmp's size. */
-        for (size_t at = 0; at < len; at += a->tmp_cap) {
-            size_t l = len - at < a->tmp_cap ? len - at : a->tmp_cap;
-            const uint8_t *acc = cg_shm_slot(a->shm, g, b) + pos + at;
-            for (int k = 1; k <= a->n - 2; k++) {
-                int q = (g + k) % a->n;
-                uint8_t *out = (a->n - 2 - k) % 2 == 0 ? a->tmp
-                                                       : res + at;
-                cg_reduce3(out, cg_shm_slot(a->shm, q, b) + pos + at, acc,
-                           l / a->el, a->dt, a->redop);
-                acc = out;
-            }
-            cg__own(a, off + at, l, acc, res + at);
+    for (size_t at = 0; at < len && st == CG_OK; at += sub) {
+        size_t l = len - at < sub ? len - at : sub;
+        const uint8_t *acc = cg_shm_slot(a->shm, g, b) + pos + at;
+        for (int k = 1; k <= a->n - 2; k++) {
+            int q = (g + k) % a->n;
+            uint8_t *out = (a->n - 2 - k) % 2 == 0 ? a->tmp : res + at;
+            cg_reduce3(out, cg_shm_slot(a->shm, q, b) + pos + at, acc,
+                       l / a->el, a->dt, a->redop);
+            acc = out;
         }
+        cg__own(a, off + at, l, acc, res + at);
+        st = cg_reduce_post(res + at, l / a->el, a->dt, a->redop, a->n,
+                            a->postscale);
+        if (st == CG_OK)
+            cg__out(a, off + at, l, res + at);
     }
-    cg_status_t st = cg_reduce_post(res, len / a->el, a->dt, a->redop, a->n,
-                                    a->postscale);
-    if (st == CG_OK)
-        cg__out(a, off, len, res);
     return st;
 }
 
@@ -227,7 +226,8 @@ cg_status_t cg_shm_allreduce(cg_coll_op_t *op, const void *sendbuf,
     }
     rounds = (most + a.q / a.el - 1) / (a.q / a.el);
     if (a.n > 2) {
-        st = cg_comm_scratch(comm, CG_COLL_SCRATCH_SHM, a.q, 4096, a.q, 64,
+        size_t want = a.q < CG__SHM_SUB ? a.q : CG__SHM_SUB;
+        st = cg_comm_scratch(comm, CG_COLL_SCRATCH_SHM, want, 4096, want, 64,
                              &tmp, &a.tmp_cap);
         a.tmp = tmp;
     }

@@ -79,7 +79,7 @@ typedef struct cg_hvd_entry {
     cg_list_t link;        /* core->table */
     cg_list_t bucket_link; /* core->tab_buckets */
     uint64_t hash;
-    cg_hvd_wire_t w;       /* the first announcement */
+    cg_hvd_wire_t w;       /* the first announcement (not cleared: copied) */
     int first_rank;
     int count;             /* ranks announced */
     bool failed;

@@ -181,8 +181,12 @@ static void cg__req_recycle(cg_hvd_core_t *core, struct cg_hvd_req *req)
     core->req_nfree++;
 }
 
-/* A zeroed request: a kept one, else a new one from the governor. */
-static cg_status_t cg__req_get(cg_hvd_core_t *core, struct cg_hvd_req **req_p)
+/* Locks the core and returns a request for w: a kept one, else a new one
+ * from the governor (the lock is dropped while allocating), cleared but
+ * for its message, holding w. Unlocked on failure. */
+static cg_status_t cg__req_get_locked(cg_hvd_core_t *core,
+                                      const cg_hvd_wire_t *w,
+                                      struct cg_hvd_req **req_p)
 {
     struct cg_hvd_req *req = NULL;
     cg_status_t st;
@@ -193,22 +197,29 @@ static cg_status_t cg__req_get(cg_hvd_core_t *core, struct cg_hvd_req **req_p)
                             live_link);
         cg_list_del(&req->live_link);
         core->req_nfree--;
-    }
-    pthread_mutex_unlock(&core->lock);
-    if (req == NULL) {
+    } else {
+        pthread_mutex_unlock(&core->lock);
         st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL, sizeof(*req),
                                (void **)&req);
         if (st != CG_OK)
             return st;
         pthread_mutex_lock(&core->lock);
         core->req_allocs++;
-        pthread_mutex_unlock(&core->lock);
     }
-    memset(req, 0, offsetof(struct cg_hvd_req, err));
+    /* Cleared around the wire, which is copied whole. */
+    memset(req, 0, offsetof(struct cg_hvd_req, w));
+    req->w = *w;
+    memset((char *)req + offsetof(struct cg_hvd_req, input), 0,
+           offsetof(struct cg_hvd_req, err) -
+               offsetof(struct cg_hvd_req, input));
     req->err[0] = '\0';
     *req_p = req;
     return CG_OK;
 }
+
+_Static_assert(offsetof(struct cg_hvd_req, input) ==
+                   offsetof(struct cg_hvd_req, w) + sizeof(cg_hvd_wire_t),
+               "the request's wire must be followed by input");
 
 void cg_hvd_queue_fini(cg_hvd_core_t *core)
 {
@@ -234,12 +245,15 @@ static cg_status_t cg__enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
                                cg_hvd_req_h *req_p)
 {
     struct cg_hvd_req *req, *prim;
+    uint64_t hash;
     cg_status_t st;
 
     if (req_p == NULL)
         return cg_error_set(CG_ERR_INVALID_PARAM, "%s of tensor '%s': req_p "
                             "is NULL", cg_hvd_type_name(type), w->name);
-    st = cg__req_get(core, &req);
+    hash = cg_hvd_name_hash(w->name);
+
+    st = cg__req_get_locked(core, w, &req); /* one lock per enqueue */
     if (st != CG_OK)
         return st;
     cg_list_init(&req->link);
@@ -248,13 +262,11 @@ static cg_status_t cg__enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
     cg_list_init(&req->follow_link);
     req->core = core;
     req->gov = core->gov;
-    req->w = *w;
     req->input = t->input;
     req->output = type == CG_HVD_ALLGATHER ? NULL : t->output;
     req->count = cg_hvd_wire_count(w);
-    req->hash = cg_hvd_name_hash(w->name);
+    req->hash = hash;
 
-    pthread_mutex_lock(&core->lock);
     if (core->dead) {
         st = cg_error_set(core->dead_status, "%s of tensor '%s': the "
                           "collective core has stopped: %s",
