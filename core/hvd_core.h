@@ -50,25 +50,28 @@ typedef struct cg_hvd_extent {
 } cg_hvd_extent_t;
 
 struct cg_hvd_req {
+    /* What completion, wait and release touch comes first, in two cache
+     * lines: the background thread writes them, the caller's thread reads
+     * them next, and every line costs a transfer between cores. */
     cg_list_t link;       /* inbox, then the thread's owned list */
     cg_list_t reg_link;   /* registry of names in flight (primaries) */
-    uint64_t hash;        /* of w.name */
     cg_list_t followers;  /* coalesced duplicates of this primary */
     cg_list_t follow_link;
     cg_hvd_core_t *core;
+    atomic_int done;
+    cg_status_t status;
+    int waiters;          /* threads in cg_hvd_wait on it (under lock) */
+    bool released;
+    cg_list_t live_link;  /* core->req_live until released (or req_free) */
+    uint64_t hash;        /* of w.name */
     cg_governor_t *gov;   /* frees the request, even after the core */
     cg_hvd_wire_t w;
     const void *input;
     void *output;
     size_t count;         /* elements */
-    atomic_int done;
-    bool released;
-    cg_status_t status;
     void *gather;         /* allgather result (CG_MEM_CAT_STAGING) */
     size_t gather_bytes;
     int64_t gather_dim0;
-    cg_list_t live_link;  /* core->req_live until released (or req_free) */
-    int waiters;          /* threads in cg_hvd_wait on it (under lock) */
     /* Last: a reused request is zeroed up to here only (the hot path
      * would otherwise clear half a kilobyte per tensor). */
     char err[512];
@@ -141,6 +144,7 @@ struct cg_hvd_core {
     bool progressed;          /* the last cycle announced or ran something */
     pthread_cond_t wake_cond; /* stop asked (the thread sleeps on it) */
     cg_list_t inbox;
+    size_t inbox_len;         /* requests in the inbox */
     cg_list_t registry[CG_HVD_BUCKETS]; /* names in flight, by hash */
     cg_list_t warned;         /* cg_hvd_name_t: duplicates warned about */
     bool stop;                /* destroy asked */

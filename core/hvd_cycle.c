@@ -71,12 +71,11 @@ void *cg_hvd_cycle_main(void *arg)
         cg_status_t st;
 
         pthread_mutex_lock(&core->lock);
-        while (!cg_list_empty(&core->inbox)) {
-            cg_list_t *l = core->inbox.next;
-            cg_list_del(l);
-            cg_list_push(&core->owned, l);
-            n_new++;
-        }
+        /* In one move: a thousand requests walked one by one cost tens of
+         * microseconds of cache misses on the critical path. */
+        n_new = core->inbox_len;
+        core->inbox_len = 0;
+        cg_list_splice_tail(&core->owned, &core->inbox);
         stop = core->stop;
         pthread_mutex_unlock(&core->lock);
 

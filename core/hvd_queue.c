@@ -284,6 +284,7 @@ static cg_status_t cg__enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
     }
     cg_list_push(&core->registry[CG_HVD_BUCKET(req->hash)], &req->reg_link);
     cg_list_push(&core->inbox, &req->link);
+    core->inbox_len++;
 out:
     cg_list_push(&core->req_live, &req->live_link);
     pthread_mutex_unlock(&core->lock);
@@ -362,11 +363,14 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
 static bool cg__finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
                        cg_status_t st, const char *msg)
 {
-    size_t len = msg != NULL ? strnlen(msg, sizeof(req->err) - 1) : 0;
+    size_t len;
 
     req->status = st;
-    memcpy(req->err, msg != NULL ? msg : "", len);
-    req->err[len] = '\0';
+    if (msg != NULL) { /* else still empty since the enqueue */
+        len = strnlen(msg, sizeof(req->err) - 1);
+        memcpy(req->err, msg, len);
+        req->err[len] = '\0';
+    }
     if (req->released) {
         cg__req_recycle(core, req);
         return false;

@@ -37,6 +37,19 @@ static inline void cg_list_push(cg_list_t *head, cg_list_t *e)
     head->prev = e;
 }
 
+/* Moves every element of list, in order, to the tail of head; list is
+ * left empty. O(1). */
+static inline void cg_list_splice_tail(cg_list_t *head, cg_list_t *list)
+{
+    if (list->next == list)
+        return;
+    list->next->prev = head->prev;
+    head->prev->next = list->next;
+    list->prev->next = head;
+    head->prev = list->prev;
+    list->prev = list->next = list;
+}
+
 /* Unlinks e and leaves it a list of its own (deleting twice is harmless). */
 static inline void cg_list_del(cg_list_t *e)
 {
