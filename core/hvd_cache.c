@@ -261,8 +261,12 @@ cg_status_t cg_hvd_cache_exchange(cg_hvd_core_t *core, bool need_full,
     *full_p = !(v[0] & CG__FLAG_QUIET);
     for (size_t w = 1; w < words; w++) {
         for (uint64_t b = v[w]; b != 0; b &= b - 1) {
-            st = cg__hit(core, (uint32_t)((w - 1) * CG__CHUNK +
-                                          (size_t)__builtin_ctzll(b)));
+            uint32_t i = (uint32_t)((w - 1) * CG__CHUNK +
+                                    (size_t)__builtin_ctzll(b));
+            /* Hits are mostly runs of slots: fetch the ones ahead. */
+            if (i + 8 < c->hw)
+                __builtin_prefetch(cg_hvd_cache_slot(c, i + 8));
+            st = cg__hit(core, i);
             if (st != CG_OK)
                 return st;
         }

@@ -192,7 +192,7 @@ struct cg_hvd_core {
     bool stall_stop;          /* a stall passed CG_STALL_SHUTDOWN_TIME */
     uint64_t n_hits, n_full, n_warned; /* not yet added to stats */
     uint64_t n_colls;         /* allreduces and broadcasts begun here */
-    cg_list_t entry_pool;     /* freed entries kept for reuse */
+    cg_hvd_entry_t **entry_pool; /* freed entries kept for reuse (a stack) */
     size_t pool_len;
     struct cg_metrics *metrics; /* CG_METRICS_FILE (hvd_metrics.c); NULL */
     struct cg_hvd_tl *tl;     /* CG_TIMELINE on rank 0 (hvd_timeline.c) */
@@ -265,6 +265,20 @@ cg_status_t cg_hvd_cache_setup(cg_hvd_core_t *core, uint32_t capacity);
 void cg_hvd_cache_cleanup(cg_hvd_core_t *core);
 /* Slot s (below cache.hw). */
 cg_hvd_slot_t *cg_hvd_cache_slot(const cg_hvd_cache_t *c, uint32_t s);
+
+/* In a loop over the cycle's ready list at j: prefetches the entry 16
+ * ahead and the request of the one 8 ahead. A step of a thousand small
+ * tensors walks a thousand of each, mostly out of this core's caches
+ * (the caller's thread wrote the requests), several times; one miss after
+ * the other cost tens of nanoseconds per tensor per walk. */
+static inline void cg_hvd_ready_prefetch(const cg_hvd_core_t *core,
+                                         size_t j)
+{
+    if (j + 16 < core->ready_len)
+        __builtin_prefetch(core->ready[j + 16]);
+    if (j + 8 < core->ready_len)
+        __builtin_prefetch(core->ready[j + 8]->local);
+}
 /* A new request: true if it now waits on its name's bit. */
 bool cg_hvd_cache_lookup(cg_hvd_core_t *core, struct cg_hvd_req *req);
 /* A record for w's name arrived: its slot (if any) goes on every rank; a

@@ -202,6 +202,7 @@ static cg_status_t cg__fused_packed(cg_hvd_core_t *core, cg_backend_t *be,
     cg_status_t st;
 
     for (size_t j = i; j < core->ready_len; j++) {
+        cg_hvd_ready_prefetch(core, j);
         cg_hvd_entry_t *e = core->ready[j];
         if (e->group == group)
             cg_hvd_copy_in(core, e, fbuf + e->foff, e->local->input,
@@ -234,6 +235,7 @@ static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
     cg_status_t st = CG_OK;
 
     for (size_t j = i; j < core->ready_len; j++) {
+        cg_hvd_ready_prefetch(core, j);
         cg_hvd_entry_t *e = core->ready[j];
         size_t bytes = e->local->count * dsize;
         if (!cg__fusable(head, e) || bytes == 0 || bytes > cap - off)
@@ -251,6 +253,7 @@ static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
     core->tstats.fused_bytes += n > 1 ? off : 0;
     cg_hvd_complete_begin(core); /* one lock and one wake-up for all */
     for (size_t j = i; j < core->ready_len; j++) {
+        cg_hvd_ready_prefetch(core, j);
         cg_hvd_entry_t *e = core->ready[j];
         if (e->group != group)
             continue;
@@ -349,8 +352,10 @@ cg_status_t cg_hvd_execute(cg_hvd_core_t *core)
         }
         st = CG_OK;
     }
-    for (size_t i = 0; i < core->ready_len; i++)
+    for (size_t i = 0; i < core->ready_len; i++) {
+        cg_hvd_ready_prefetch(core, i);
         cg_hvd_entry_free(core, core->ready[i]);
+    }
     core->ready_len = 0;
     return st;
 }

@@ -128,8 +128,7 @@ void cg_hvd_entry_free(cg_hvd_core_t *core, cg_hvd_entry_t *e)
         cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, e->dim0,
                          (size_t)core->size * sizeof(int64_t));
     if (core->nego_ready && core->pool_len < CG__POOL_MAX) {
-        cg_list_push(&core->entry_pool, &e->link);
-        core->pool_len++;
+        core->entry_pool[core->pool_len++] = e;
         return;
     }
     cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, e, cg__entry_bytes(core));
@@ -173,14 +172,13 @@ void cg_hvd_table_free(cg_hvd_core_t *core)
     if (!core->nego_ready)
         return;
     core->nego_ready = false; /* entries freed from now on are not kept */
-    while (!cg_list_empty(&core->entry_pool)) {
-        cg_list_t *l = core->entry_pool.next;
-        cg_list_del(l);
+    while (core->pool_len > 0)
         cg_governor_free(core->gov, CG_MEM_CAT_CONTROL,
-                         cg_list_entry(l, cg_hvd_entry_t, link),
+                         core->entry_pool[--core->pool_len],
                          cg__entry_bytes(core));
-    }
-    core->pool_len = 0;
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->entry_pool,
+                     CG__POOL_MAX * sizeof(*core->entry_pool));
+    core->entry_pool = NULL;
     cg_hvd_cache_cleanup(core);
     cg_hvd_reqv_free(core, &core->ann);
     cg_hvd_reqv_free(core, &core->redo);
@@ -197,9 +195,10 @@ cg_status_t cg_hvd_entry_new(cg_hvd_core_t *core, int rank,
     cg_status_t st;
 
     if (core->pool_len > 0) {
-        e = cg_list_entry(core->entry_pool.next, cg_hvd_entry_t, link);
-        cg_list_del(&e->link);
-        core->pool_len--;
+        e = core->entry_pool[--core->pool_len];
+        /* The ones popped next are written soon: fetch them now. */
+        if (core->pool_len > 4)
+            __builtin_prefetch(core->entry_pool[core->pool_len - 4], 1);
     } else {
         st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
                                cg__entry_bytes(core), (void **)&e);
@@ -318,10 +317,18 @@ static cg_status_t cg__setup(cg_hvd_core_t *core)
                            (void **)&core->nhdr);
     if (st != CG_OK)
         return st;
+    st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
+                           CG__POOL_MAX * sizeof(*core->entry_pool),
+                           (void **)&core->entry_pool);
+    if (st != CG_OK) {
+        cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->nhdr,
+                         (size_t)core->size * 4 * sizeof(int64_t));
+        core->nhdr = NULL;
+        return st;
+    }
     cg_hvd_cache_init(core);
     memset(&core->ann, 0, sizeof(core->ann));
     memset(&core->redo, 0, sizeof(core->redo));
-    cg_list_init(&core->entry_pool);
     core->pool_len = 0;
     core->last_offer = SIZE_MAX; /* the first cycle runs the full round */
     core->nego_ready = true;
@@ -334,14 +341,24 @@ static cg_status_t cg__collect(cg_hvd_core_t *core, cg_list_t *first,
                                size_t n_new)
 {
     cg_hvd_reqv_t t = core->ann;
-    cg_list_t *it = first;
+    cg_list_t *it = first, *ahead = first; /* ahead: 8 on, fetched early */
     cg_status_t st;
 
     core->ann = core->redo;
     core->redo = t;
     core->redo.len = 0;
+    for (size_t i = 0; i < 8 && i < n_new; i++)
+        ahead = ahead->next;
     for (size_t i = 0; i < n_new; i++, it = it->next) {
         struct cg_hvd_req *req = cg_list_entry(it, struct cg_hvd_req, link);
+        if (i + 8 < n_new) {
+            const struct cg_hvd_req *a =
+                cg_list_entry(ahead, struct cg_hvd_req, link);
+            __builtin_prefetch(&a->hash);
+            __builtin_prefetch(a->w.name);
+            __builtin_prefetch(&a->w.type);
+            ahead = ahead->next;
+        }
         if (cg_hvd_cache_lookup(core, req))
             continue;
         st = cg_hvd_reqv_push(core, &core->ann, req);

@@ -74,6 +74,7 @@ static size_t cg__layout(cg_hvd_core_t *core, size_t i, int group,
 
     if (n <= 2) {
         for (size_t j = i; j < core->ready_len; j++) {
+            cg_hvd_ready_prefetch(core, j);
             const cg_hvd_entry_t *e = core->ready[j];
             if (e->group == group)
                 cg__extent(&core->xv[k++], e->foff, e->local->count * dsize,
@@ -84,6 +85,7 @@ static size_t cg__layout(cg_hvd_core_t *core, size_t i, int group,
     for (int r = 0; r < n; r++) {
         core->segs[r] = 0;
         for (size_t j = i; j < core->ready_len; j++) {
+            cg_hvd_ready_prefetch(core, j);
             const cg_hvd_entry_t *e = core->ready[j];
             if (e->group != group)
                 continue;
