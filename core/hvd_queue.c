@@ -197,6 +197,14 @@ static cg_status_t cg__req_get_locked(cg_hvd_core_t *core,
                             live_link);
         cg_list_del(&req->live_link);
         core->req_nfree--;
+        /* The next enqueue's request: its lines were last written by the
+         * background thread; fetch them for writing while this one runs. */
+        if (!cg_list_empty(&core->req_free)) {
+            char *next = (char *)cg_list_entry(core->req_free.next,
+                                               struct cg_hvd_req, live_link);
+            for (size_t l = 0; l < offsetof(struct cg_hvd_req, err); l += 64)
+                __builtin_prefetch(next + l, 1);
+        }
     } else {
         pthread_mutex_unlock(&core->lock);
         st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL, sizeof(*req),
@@ -512,6 +520,15 @@ void cg_hvd_release(cg_hvd_req_h req)
         return;
     }
     pthread_mutex_lock(&core->lock);
+    /* Callers wait on and release requests in the order they enqueued
+     * them: the next one's first lines (written by the background thread
+     * on completion) are fetched while this one is done with. */
+    if (req->live_link.next != &core->req_live) {
+        char *next = (char *)cg_list_entry(req->live_link.next,
+                                           struct cg_hvd_req, live_link);
+        __builtin_prefetch(next);
+        __builtin_prefetch(next + 64);
+    }
     if (atomic_load_explicit(&req->done, memory_order_acquire))
         cg__req_recycle(core, req);
     else
