@@ -110,10 +110,9 @@ bool cg_hvd_cache_lookup(cg_hvd_core_t *core, struct cg_hvd_req *req)
         return false;
     s = cg__find(c, req->hash, req->w.name);
     /* Different parameters: announced; the record evicts the slot. */
-    /* The name matched already: the parameters after it decide. */
+    /* The name matched already: the parameters (before it) decide. */
     if (s == NULL || s->pending != NULL ||
-        memcmp(&s->w.type, &req->w.type,
-               sizeof(s->w) - offsetof(cg_hvd_wire_t, type)) != 0)
+        memcmp(&s->w, &req->w, CG_HVD_WIRE_PARAMS) != 0)
         return false;
     s->pending = req;
     s->since_ns = core->now_ns;
@@ -184,7 +183,7 @@ cg_status_t cg_hvd_cache_insert(cg_hvd_core_t *core, const cg_hvd_entry_t *e)
     if (st != CG_OK)
         return st;
     s->hash = e->hash;
-    s->w = e->w;
+    cg_hvd_wire_copy(&s->w, &e->w);
     s->used = true;
     s->pending = NULL;
     cg_list_push(&c->lru, &s->lru_link);

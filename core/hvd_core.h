@@ -14,7 +14,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "collguard/hvd.h"
 #include "core/base/list.h"
@@ -31,14 +33,27 @@
 #define CG_HVD_BUCKETS 1024
 #define CG_HVD_BUCKET(hash) ((size_t)((hash) % CG_HVD_BUCKETS))
 
-/* One request as every rank sees it; fixed size, sent as raw bytes. */
+/* One request as every rank sees it; fixed size, sent as raw bytes. The
+ * parameters come first and the name last, so a wire with a short name
+ * is read and copied in two or three cache lines (cg_hvd_wire_copy). */
 typedef struct cg_hvd_wire {
-    char name[CG_HVD_NAME_MAX];
     int32_t type, dtype, op, root;
     int32_t ndim, device; /* device: -1 host, else the CUDA device */
     double prescale, postscale;
     int64_t shape[CG_HVD_NDIM_MAX];
+    char name[CG_HVD_NAME_MAX];
 } cg_hvd_wire_t;
+
+/* Bytes of the parameters, compared whole between two wires. */
+#define CG_HVD_WIRE_PARAMS offsetof(cg_hvd_wire_t, name)
+
+/* dst = src up to the end of the name (the bytes after it are left as
+ * they were: nothing reads past a name's end). */
+static inline void cg_hvd_wire_copy(cg_hvd_wire_t *dst,
+                                    const cg_hvd_wire_t *src)
+{
+    memcpy(dst, src, CG_HVD_WIRE_PARAMS + strlen(src->name) + 1);
+}
 
 typedef struct cg_hvd_core cg_hvd_core_t;
 

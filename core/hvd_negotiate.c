@@ -215,7 +215,7 @@ cg_status_t cg_hvd_entry_new(cg_hvd_core_t *core, int rank,
     e->err[0] = '\0';
     memset(e + 1, 0, cg__entry_bytes(core) - sizeof(*e));
     e->hash = hash;
-    e->w = *w;
+    cg_hvd_wire_copy(&e->w, w);
     e->first_rank = rank;
     e->first_ns = core->now_ns;
     e->ranks = (uint64_t *)(e + 1);

@@ -108,15 +108,15 @@ typedef struct cg__stage {
     cg_redop_t op;
 } cg__stage_t;
 
-/* The extent holding byte off: the hint (pieces mostly follow each
- * other), else a binary search. */
+/* The extent holding byte off: the hint or the one after it (pieces
+ * mostly follow each other), else a binary search. */
 static size_t cg__find(cg__stage_t *st, size_t off)
 {
-    size_t lo = 0, hi = st->n, h = st->hint;
+    size_t lo = 0, hi = st->n;
 
-    if (h < st->n && st->x[h].foff <= off &&
-        off < st->x[h].foff + st->x[h].len)
-        return h;
+    for (size_t h = st->hint; h < st->n && h <= st->hint + 1; h++)
+        if (st->x[h].foff <= off && off < st->x[h].foff + st->x[h].len)
+            return h;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
         if (st->x[mid].foff <= off)
