@@ -225,6 +225,7 @@ static cg_status_t cg__setup(const cg_shm_params_t *p, cg_shm_t *shm,
                              uint64_t id, uint64_t slot, cg__shm_step_t *all)
 {
     cg__shm_step_t mine = {0, 0, 0};
+    /* The control block, a page for staggering the slots, two slots. */
     size_t want = 2 * CG__SHM_CTL + 2 * (size_t)slot, got = 0;
     char why[256];
     void *seg = NULL;
@@ -350,7 +351,13 @@ size_t cg_shm_slot_bytes(const cg_shm_t *shm) { return shm->slot; }
 
 uint8_t *cg_shm_slot(const cg_shm_t *shm, int r, int b)
 {
-    return shm->peer[r].seg + CG__SHM_CTL + (size_t)(r % 16) * 256 + (size_t)b * shm->slot;
+    /* Ranks' slots start at different offsets within a page (the
+     * segment has a spare page for it), so the owner's reduction, which
+     * reads one rank's slot and writes its own at the same offset, never
+     * has loads and stores exactly 4 KiB apart (false store-forwarding
+     * stalls on x86). */
+    return shm->peer[r].seg + CG__SHM_CTL + (size_t)(r % 16) * 256 +
+           (size_t)b * shm->slot;
 }
 
 uint64_t cg_shm_round(const cg_shm_t *shm) { return shm->round; }
