@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The collectives over a communicator: AllReduce (ring reduce-scatter +
- * all-gather pipelined in governor-sized chunks, or recursive doubling for
- * small messages) and Broadcast (pipelined chain, or binomial tree for
- * small messages); CG_ALGO overrides the choice by size. Blocking; every
+ * The collectives over a communicator: AllReduce (through shared memory
+ * when every rank is on this host, see coll_shm.c; else ring
+ * reduce-scatter + all-gather pipelined in governor-sized chunks, or
+ * recursive doubling for small messages) and Broadcast (pipelined chain,
+ * or binomial tree for small messages); CG_ALGO overrides the choice. Blocking; every
  * rank calls the same collectives in the same order with the same count,
  * dtype, op and root. Results are bit-identical on every rank and from run
  * to run for a given rank count, whatever chunk sizes the governor picks.
@@ -92,8 +93,10 @@ cg_status_t cg_broadcast(cg_comm_t *comm, void *buf, size_t count,
 cg_status_t cg_allgatherv(cg_comm_t *comm, const void *sendbuf,
                           void *recvbuf, const size_t *bytes);
 
-/* The algorithm the ranks will use for this many bytes: "ring", "rd",
- * "chain", "tree" (the same on every rank; for tools and logs). */
+/* The algorithm the ranks will use for this many bytes: "shm", "ring",
+ * "rd", "chain", "tree" (the same on every rank; for tools and logs;
+ * "shm" above 64 KiB until the first such AllReduce measured it, see
+ * CG_SHM_CALIBRATE). */
 const char *cg_allreduce_algo(const cg_comm_t *comm, size_t bytes);
 const char *cg_broadcast_algo(const cg_comm_t *comm, size_t bytes);
 

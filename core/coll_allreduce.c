@@ -18,10 +18,20 @@
 #include "core/coll_impl.h"
 #include "core/reduce.h"
 
+/* Whether an AllReduce of this many bytes goes through shared memory
+ * (CG_ALGO auto or shm, every rank on this host): always up to
+ * CG_COLL_SMALL_BYTES, above unless measured slower (or not yet measured,
+ * see cg__shm_calibrate). */
+static bool cg__use_shm(const cg_comm_t *comm, size_t bytes)
+{
+    return cg_comm_shm(comm) != NULL &&
+           (bytes <= CG_COLL_SMALL_BYTES || cg_comm_shm_large(comm) != 0);
+}
+
 const char *cg_allreduce_algo(const cg_comm_t *comm, size_t bytes)
 {
-    if (cg_comm_shm(comm) != NULL)
-        return "shm"; /* CG_ALGO auto or shm, every rank on this host */
+    if (cg__use_shm(comm, bytes))
+        return "shm";
     switch (cg_comm_algo(comm)) {
     case CG_COLL_ALGO_RING:
         return "ring";
@@ -212,6 +222,69 @@ void cg_coll_drain(const cg_coll_staging_t *sg, const void *p, size_t len)
                          (size_t)((const uint8_t *)p - sg->base), len, p);
 }
 
+static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
+                                     void *recvbuf, size_t count,
+                                     cg_dtype_t dt, cg_redop_t op,
+                                     double prescale, double postscale,
+                                     const cg_coll_staging_t *sg);
+
+/* Shared memory is not faster everywhere for large messages: on a 16-core
+ * Intel host it ran 1.3-2.9x the ring's speed at 64 KiB-64 MiB, on a
+ * 2-core AMD virtual machine 0.25-1x, varying from run to run. So the
+ * first AllReduce above CG_COLL_SMALL_BYTES on a communicator with shared
+ * memory (CG_ALGO=auto, CG_SHM_CALIBRATE=1) first times both on 1 MiB:
+ * four back to back each, after one to warm up, their mean (how they run
+ * in a job: a best single time hid a slow steady state); the slowest
+ * rank's means decide (an allreduce MAX, so every rank decides alike).
+ * Both give the same bits, so the choice changes speed only. */
+#define CG__CAL_BYTES (1u << 20)
+#define CG__CAL_TRIES 4
+
+static cg_status_t cg__shm_calibrate(cg_comm_t *comm)
+{
+    size_t count = CG__CAL_BYTES / sizeof(float);
+    cg_governor_t *gov = cg_comm_governor(comm);
+    uint64_t best[2] = {0, 0}; /* mean ns: [0] transport, [1] shm */
+    cg_status_t st;
+    float *buf;
+
+    st = cg_governor_alloc(gov, CG_MEM_CAT_CONTROL, CG__CAL_BYTES,
+                           (void **)&buf);
+    if (st != CG_OK)
+        return st;
+    for (size_t i = 0; i < count; i++)
+        buf[i] = (float)(i % 100) * 0.37f;
+    /* The transport first: measured right after shared memory it ran up
+     * to 2x slower on a 2-core host. */
+    for (int shm = 0; shm <= 1 && st == CG_OK; shm++) {
+        uint64_t t0 = 0;
+        cg_comm_set_shm_large(comm, shm);
+        for (int i = 0; i <= CG__CAL_TRIES && st == CG_OK; i++) {
+            if (i == 1)
+                t0 = cg_coll_now_ns(); /* the first one warms up */
+            st = cg__allreduce_run(comm, buf, buf, count, CG_DTYPE_F32,
+                                   CG_OP_SUM, 1.0, 1.0, NULL);
+        }
+        best[shm] = (cg_coll_now_ns() - t0) / CG__CAL_TRIES;
+    }
+    cg_governor_free(gov, CG_MEM_CAT_CONTROL, buf, CG__CAL_BYTES);
+    cg_comm_set_shm_large(comm, 1); /* the agreement itself: 16 bytes */
+    if (st == CG_OK)
+        st = cg__allreduce_run(comm, best, best, 2, CG_DTYPE_U64, CG_OP_MAX,
+                               1.0, 1.0, NULL);
+    if (st != CG_OK) {
+        cg_comm_set_shm_large(comm, -1);
+        return st;
+    }
+    cg_comm_set_shm_large(comm, best[1] <= best[0]);
+    cg_info(cg_comm_log(comm), "allreduce above %u bytes through %s (1 MiB: "
+            "shared memory %.0f us, transport %.0f us; CG_SHM_CALIBRATE)",
+            CG_COLL_SMALL_BYTES, best[1] <= best[0] ? "shared memory"
+                                                   : "the transport",
+            best[1] / 1e3, best[0] / 1e3);
+    return CG_OK;
+}
+
 /* The algorithm on the checked arguments; sg: staged in place (only the
  * ring stages piece by piece; the others take the whole buffer first). */
 static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
@@ -225,10 +298,16 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
     bool ring;
     cg_status_t st;
 
+    if (cg_comm_shm(comm) != NULL && bytes > CG_COLL_SMALL_BYTES &&
+        cg_comm_shm_large(comm) < 0) {
+        st = cg__shm_calibrate(comm);
+        if (st != CG_OK)
+            return st;
+    }
     st = cg_coll_op_begin(cop, comm, "allreduce");
     if (st != CG_OK || count == 0)
         return st;
-    if (cg_comm_shm(comm) != NULL) {
+    if (cg__use_shm(comm, bytes)) {
         if (sg == NULL && prescale != 1.0) {
             if (sendbuf == recvbuf)
                 cg_scale(recvbuf, count, dt, prescale);

@@ -29,6 +29,7 @@ struct cg_comm {
     bool broken;
     cg_tp_conn_t **conns; /* [size]; NULL for self and after a failure */
     cg_shm_t *shm;        /* every rank on this host: shared memory */
+    int shm_large;        /* see cg_comm_shm_large */
     struct {
         void *buf;
         size_t cap;
@@ -217,6 +218,10 @@ cg_status_t cg_comm_create(const cg_comm_params_t *params, cg_comm_t **comm_p)
         st = cg_shm_create(&sp, &comm->shm);
         if (st != CG_OK)
             goto err_close;
+        comm->shm_large = comm->algo == CG_COLL_ALGO_AUTO &&
+                                  params->cfg->shm_calibrate
+                              ? -1
+                              : 1;
     }
     cg_debug(comm->log, "comm rank %d of %d connected over %s",
              comm->rank, comm->size, cg_transport_name(comm->tp));
@@ -269,6 +274,8 @@ cg_tp_conn_t *cg_comm_conn(const cg_comm_t *comm, int peer)
 }
 cg_transport_t *cg_comm_transport(const cg_comm_t *comm) { return comm->tp; }
 cg_shm_t *cg_comm_shm(const cg_comm_t *comm) { return comm->shm; }
+int cg_comm_shm_large(const cg_comm_t *comm) { return comm->shm_large; }
+void cg_comm_set_shm_large(cg_comm_t *comm, int v) { comm->shm_large = v; }
 
 cg_status_t cg_comm_begin(cg_comm_t *comm, uint32_t *tag_base_p)
 {

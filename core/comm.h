@@ -63,6 +63,11 @@ cg_transport_t *cg_comm_transport(const cg_comm_t *comm);
 /* The shared-memory area when every rank is on this host and it was set
  * up (CG_ALGO auto or shm, CG_SHM_SLOT not 0), else NULL. */
 struct cg_shm *cg_comm_shm(const cg_comm_t *comm);
+/* With shared memory: whether AllReduces above CG_COLL_SMALL_BYTES use it
+ * (1), the transport (0), or are not measured yet (-1: CG_ALGO=auto with
+ * CG_SHM_CALIBRATE=1 until the first one; see coll_allreduce.c). */
+int cg_comm_shm_large(const cg_comm_t *comm);
+void cg_comm_set_shm_large(cg_comm_t *comm, int v);
 
 /* Starts a collective: CG_ERR_PEER_RESET at once if an earlier one failed
  * (the group is broken), else the tag base of this operation. */

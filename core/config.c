@@ -153,6 +153,12 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "Shared-memory AllReduce: bytes of each of the two slots every rank "
      "maps in /dev/shm per communicator (64KiB-1GiB; 0: no shared "
      "memory). The smallest of the ranks' values is used."},
+    {CG_CFG_SHM_CALIBRATE, "CG_SHM_CALIBRATE", {NULL, NULL}, CG__T_BOOL, "1",
+     CG__OFF(shm_calibrate), NULL, 0, 0, 0,
+     "With CG_ALGO=auto and shared memory: the first AllReduce above 64KiB "
+     "times shared memory against the transport on 1MiB (best of 3, the "
+     "slowest rank's) and larger AllReduces take the faster from then on "
+     "(the same bits either way); 0: shared memory at every size."},
     {CG_CFG_DYNAMIC_PROCESS_SETS, "CG_DYNAMIC_PROCESS_SETS",
      {"HOROVOD_DYNAMIC_PROCESS_SETS", NULL}, CG__T_INT, "0",
      CG__OFF(dynamic_process_sets), NULL, 0, 1, 0,

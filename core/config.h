@@ -70,6 +70,7 @@ typedef enum {
     CG_CFG_UCX_SHM_ZCOPY,
     CG_CFG_ALGO,
     CG_CFG_SHM_SLOT,
+    CG_CFG_SHM_CALIBRATE,
     CG_CFG_DYNAMIC_PROCESS_SETS,
     CG_CFG_CYCLE_TIME,
     CG_CFG_DUPLICATE_POLICY,
@@ -114,6 +115,7 @@ typedef struct cg_config {
     bool ucx_shm_zcopy;          /* UCX endpoints on one host: zero copy */
     cg_coll_algo_t algo;         /* collective algorithm choice */
     uint64_t shm_slot;           /* shared-memory slot bytes; 0: no shm */
+    bool shm_calibrate;          /* large AllReduce: shm only if faster */
     int dynamic_process_sets;    /* Horovod ABI: add/remove allowed */
     uint64_t cycle_time_ns;      /* Horovod shim: background cycle */
     int duplicate_policy;        /* cg_dup_policy_t */

@@ -8,8 +8,10 @@
  * order), counts from 1 to several rounds of small slots, in and out of
  * place, 2-4 ranks, many operations back to back. Also: ranks that
  * disagree on the count fail with both values named; one rank with
- * CG_SHM_SLOT=0 turns shared memory off for all; CG_ALGO=shm where it
- * cannot be had fails communicator creation; nothing is left in /dev/shm.
+ * CG_SHM_SLOT=0 turns shared memory off for all; the measured choice for
+ * large messages (CG_SHM_CALIBRATE) is the same on every rank; CG_ALGO=shm
+ * where it cannot be had fails communicator creation; nothing is left in
+ * /dev/shm.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -245,9 +247,52 @@ static void check_algo(const char *algo, const char *want)
 Test(coll_shm, auto_uses_shared_memory_unless_a_rank_turns_it_off,
      .timeout = 60)
 {
-    check_algo("auto", "shm");
+    check_algo("auto", "shm"); /* nothing above 64 KiB measured yet */
+    check_algo("auto CG_SHM_CALIBRATE=0", "shm");
     check_algo("auto @1:CG_SHM_SLOT=0", "ring");
     check_algo("ring", "ring");
+}
+
+/* The first AllReduce above 64 KiB measures shared memory against the
+ * ring; every rank must come out with the same choice (iters 1 = the
+ * choice for 1 MiB, 2 = for 64 KiB, both after; msg: the choice). */
+static void body_calibrate(coll_rank_t *cr, void *arg)
+{
+    size_t n = 300000; /* 1.2 MB */
+    float *x = malloc(n * sizeof(float));
+    (void)arg;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(i % 100) + (float)cr->rank;
+    coll_report(cr, cg_allreduce(cr->comm, x, x, n, CG_DTYPE_F32, CG_OP_SUM,
+                                 1.0, 1.0), coll_now_s());
+    for (size_t i = 0; i < n && cr->rep->status == CG_OK; i++)
+        if (x[i] != (float)(3 * (i % 100) + 3)) {
+            cr->rep->status = CG_ERR_INTERNAL;
+            snprintf(cr->rep->msg, sizeof(cr->rep->msg), "element %zu is "
+                     "%g", i, x[i]);
+        }
+    if (cr->rep->status == CG_OK)
+        snprintf(cr->rep->msg, sizeof(cr->rep->msg), "%s %s",
+                 cg_allreduce_algo(cr->comm, 1 << 20),
+                 cg_allreduce_algo(cr->comm, 64 << 10));
+    free(x);
+}
+
+Test(coll_shm, the_measured_choice_is_the_same_on_every_rank,
+     .timeout = 60)
+{
+    int status[3];
+    coll_report_t *rep = coll_job_run(3, "10s", "auto", body_calibrate,
+                                      NULL, coll_scaled_s(30), status);
+    for (int r = 0; r < 3; r++) {
+        cr_assert_eq(rep[r].status, CG_OK, "rank %d: %s", r, rep[r].msg);
+        cr_assert(strcmp(rep[r].msg, "shm shm") == 0 ||
+                      strcmp(rep[r].msg, "ring shm") == 0,
+                  "rank %d: %s", r, rep[r].msg);
+        cr_assert_str_eq(rep[r].msg, rep[0].msg, "rank %d differs", r);
+    }
+    cr_log_info("measured: %s", rep[0].msg);
+    coll_job_free(rep, 3);
 }
 
 static void body_none(coll_rank_t *cr, void *arg)
