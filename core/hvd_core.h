@@ -38,7 +38,8 @@
  * is read and copied in two or three cache lines (cg_hvd_wire_copy). */
 typedef struct cg_hvd_wire {
     int32_t type, dtype, op, root;
-    int32_t ndim, device; /* device: -1 host, else the CUDA device */
+    int32_t ndim, device; /* device: -1 host memory, 0 CUDA memory (the
+                           * GPU is the rank's own, cg_hvd_gpu_device) */
     double prescale, postscale;
     int64_t shape[CG_HVD_NDIM_MAX];
     char name[CG_HVD_NAME_MAX];

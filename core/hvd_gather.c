@@ -183,7 +183,7 @@ static cg_status_t cg__rows_copied(cg_hvd_core_t *core,
     cg_comm_fail(core->comm);
     return cg_error_set(st, "allgather of tensor '%s': copying this rank's "
                         "rows off device %d failed: %s", e->w.name,
-                        e->w.device, why);
+                        cg_hvd_gpu_device(core->gpu), why);
 }
 
 /* One tensor straight into its result (this rank's rows copied in first

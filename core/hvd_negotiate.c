@@ -22,10 +22,7 @@
 
 static void cg__place_str(int device, char *buf, size_t len)
 {
-    if (device < 0)
-        snprintf(buf, len, "host memory");
-    else
-        snprintf(buf, len, "CUDA device %d", device);
+    snprintf(buf, len, "%s", device < 0 ? "host memory" : "CUDA memory");
 }
 
 /* snprintf for messages that may be cut at the buffer's end (vsnprintf,

@@ -89,6 +89,9 @@ static cg_status_t cg__check_tensor(const cg_hvd_core_t *core,
                                           w->device);
         if (st != CG_OK)
             return st;
+        /* Ranks compare placements, not device numbers: rank i of a
+         * multi-GPU job has its tensors on its own GPU. */
+        w->device = 0;
     }
     memcpy(w->name, t->name, len + 1);
     w->type = (int32_t)type;

@@ -9,6 +9,7 @@
  * prints one row per case (ms/step: first enqueue to last completion).
  * Exit 0: all right; 1: a wrong element or a failed request; 77: no CUDA
  * device (skipped). CG_TEST_BALLAST_LEAVE: see ballast().
+ * Rank i uses GPU (local rank i) % GPUs.
  *   hvd_gpu_smoke [steps]          (1 rank, or under collguard-run -np N)
  */
 #include <cuda_runtime_api.h>
@@ -26,6 +27,7 @@
 typedef struct {
     cg_hvd_core_h core;
     int rank, size, steps;
+    int device; /* this rank's GPU: local rank modulo the GPUs */
     int wrong;            /* wrong elements over all cases */
 } smoke_t;
 
@@ -128,7 +130,7 @@ static long run_step(smoke_t *s, const scase_t *c, int step, void **dev,
         cg_hvd_tensor_t ten = {.field_mask = CG_HVD_TENSOR_FIELD_DEVICE,
                                .name = name, .dtype = c->dt, .ndim = 1,
                                .shape = {(int64_t)n}, .input = dev[t],
-                               .output = dev[NT + t], .device = 0};
+                               .output = dev[NT + t], .device = s->device};
         cg_status_t st;
 
         snprintf(name, sizeof(name), "%s.%d.%d", c->name, step, t);
@@ -274,7 +276,15 @@ int main(int argc, char **argv)
         printf("hvd_gpu_smoke: no CUDA device; skipped\n");
         return 77;
     }
-    if (s.steps < 1 || check_cuda(cudaSetDevice(0), "cudaSetDevice") ||
+    /* One GPU per local rank where there are several (NCCL cannot put two
+     * ranks on one GPU); the launcher's local rank. */
+    for (const char *const *v = (const char *const[]){"CG_RUN_LOCAL_RANK",
+             "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", NULL}; *v; v++)
+        if (getenv(*v) != NULL) {
+            s.device = atoi(getenv(*v)) % ndev;
+            break;
+        }
+    if (s.steps < 1 || check_cuda(cudaSetDevice(s.device), "cudaSetDevice") ||
         check_cuda(cudaFree(NULL), "CUDA context"))
         return 2;
     hold = ballast(&held);

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs the shim's GPU smoke cases from an existing build (builds nothing):
 # 1 rank with HOROVOD_GPU_OPERATIONS=NCCL (NCCL cannot put two ranks on one
-# GPU) and COLLGUARD, then 2 and 4 ranks on the one GPU with COLLGUARD
-# (host-staged), both again with a 16 MiB fusion threshold so the 48 MiB
+# GPU) and COLLGUARD, then 2 and 4 ranks with COLLGUARD (host-staged; rank
+# i on GPU i % GPUs), NCCL with one rank per GPU where there are several, both again with a 16 MiB fusion threshold so the 48 MiB
 # tensor runs unfused (NCCL direct / staged in 1 MiB chunks), and both on
 # one rank with the GPU filled by a ballast, so the CUDA fusion buffer
 # falls back to pinned host memory.
@@ -46,6 +46,15 @@ run "nccl, 1 rank, fusion 16 MiB" 1 HOROVOD_GPU_OPERATIONS=NCCL \
 run "collguard, 2 ranks, fusion 16 MiB, 1 MiB chunks" 2 \
     HOROVOD_GPU_OPERATIONS=COLLGUARD HOROVOD_FUSION_THRESHOLD=16M \
     CG_CHUNK_SIZE=1M
+# NCCL across GPUs, one rank each (the smoke picks local rank % GPUs),
+# where the machine has several.
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "${ngpu:-0}" -ge 2 ]; then
+    n=$((ngpu < 4 ? ngpu : 4))
+    run "nccl, $n ranks, one GPU each" "$n" HOROVOD_GPU_OPERATIONS=NCCL
+    run "nccl, $n ranks, one GPU each, fusion 16 MiB" "$n" \
+        HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_FUSION_THRESHOLD=16M
+fi
 # MPI for CUDA tensors (host-staged), when mpirun is there.
 if command -v mpirun >/dev/null; then
     echo "== mpi, 2 ranks (mpirun)"
