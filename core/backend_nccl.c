@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "core/base/clock.h"
 #include "core/base/error.h"
 #include "core/base/parse.h"
 #include "core/coll.h"
@@ -38,13 +39,6 @@ typedef struct cg__nccl {
     cudaStream_t stream;
     int device;
 } cg__nccl_t;
-
-static uint64_t cg__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Exports one variable unless the user set it; logs what and why. */
 static void cg__export(const cg_log_t *log, const char *name,
@@ -117,7 +111,7 @@ static cg_status_t cg__status_of(ncclResult_t r)
 static cg_status_t cg__wait(cg__nccl_t *nb, const char *what,
                             cudaStream_t stream)
 {
-    uint64_t t0 = cg__now_ns(), limit = nb->cfg->timeout_ns;
+    uint64_t t0 = cg_now_ns(), limit = nb->cfg->timeout_ns;
     struct timespec nap = {0, 20000};
     ncclResult_t ar = ncclInProgress;
     cudaError_t ce;
@@ -142,9 +136,9 @@ static cg_status_t cg__wait(cg__nccl_t *nb, const char *what,
                                 cudaGetErrorString(ce));
             }
         }
-        if (cg__now_ns() - t0 > CG__SPIN_NS)
+        if (cg_now_ns() - t0 > CG__SPIN_NS)
             nanosleep(&nap, NULL); /* long collectives: stop spinning */
-        if (cg__now_ns() - t0 > limit) {
+        if (cg_now_ns() - t0 > limit) {
             snprintf(why, sizeof(why), "not done within CG_TIMEOUT (%.1f "
                      "s): a peer died or stopped; communicator aborted",
                      limit / 1e9);
@@ -316,7 +310,7 @@ static cg_status_t cg__broadcast(cg_backend_t *be, void *buf, size_t count,
 static void cg__destroy(cg_backend_t *be)
 {
     cg__nccl_t *nb = (cg__nccl_t *)be;
-    uint64_t t0 = cg__now_ns(), limit = nb->cfg->timeout_ns;
+    uint64_t t0 = cg_now_ns(), limit = nb->cfg->timeout_ns;
     struct timespec nap = {0, 20000};
     ncclResult_t r, ar = ncclInProgress;
 
@@ -324,7 +318,7 @@ static void cg__destroy(cg_backend_t *be)
         r = ncclCommFinalize(nb->nc);
         while ((r == ncclSuccess || r == ncclInProgress) &&
                ncclCommGetAsyncError(nb->nc, &ar) == ncclSuccess &&
-               ar == ncclInProgress && cg__now_ns() - t0 < limit)
+               ar == ncclInProgress && cg_now_ns() - t0 < limit)
             nanosleep(&nap, NULL);
         if (ar == ncclSuccess) {
             (void)ncclCommDestroy(nb->nc);

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "collguard/types.h"
+#include "core/base/clock.h"
 #include "core/coll.h"
 #include "core/comm.h"
 
@@ -53,9 +54,7 @@ typedef struct cg_coll_op {
 
 static inline uint64_t cg_coll_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return cg_now_ns();
 }
 
 /* Begins an operation on comm (fails at once on a broken group). */

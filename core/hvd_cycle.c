@@ -11,18 +11,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/base/clock.h"
 #include "core/base/error.h"
 #include "core/hvd_core.h"
 #include "core/hvd_gpu.h"
 #include "core/hvd_metrics.h"
 #include "core/hvd_timeline.h"
-
-static uint64_t cg__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Under the lock: whether the next cycle should start without waiting
  * out CG_CYCLE_TIME. A thread blocked in cg_hvd_wait adds nothing more to
@@ -41,7 +35,7 @@ static void cg__sleep_until(cg_hvd_core_t *core, uint64_t t_end)
 {
     struct timespec ts = {(time_t)(t_end / 1000000000ull),
                           (long)(t_end % 1000000000ull)};
-    while (!core->stop && !cg__hurry(core) && cg__now_ns() < t_end)
+    while (!core->stop && !cg__hurry(core) && cg_now_ns() < t_end)
         pthread_cond_timedwait(&core->wake_cond, &core->lock, &ts);
 }
 
@@ -63,7 +57,7 @@ void *cg_hvd_cycle_main(void *arg)
     char msg[256];
 
     for (;;) {
-        uint64_t t0 = cg__now_ns(), t1, t2;
+        uint64_t t0 = cg_now_ns(), t1, t2;
         cg_list_t *before = core->owned.prev;
         size_t n_new = 0;
         int stop_rank;
@@ -80,9 +74,9 @@ void *cg_hvd_cycle_main(void *arg)
         pthread_mutex_unlock(&core->lock);
 
         cg_hvd_tl_cycle_start(core);
-        t1 = cg__now_ns();
+        t1 = cg_now_ns();
         st = cg_hvd_negotiate(core, before->next, n_new, stop, &stop_rank);
-        t2 = cg__now_ns();
+        t2 = cg_now_ns();
         core->tstats.negotiate_ns += t2 - t1;
         if (st == CG_OK && stop_rank >= 0) {
             snprintf(msg, sizeof(msg), "the collective core was shut down "
@@ -94,7 +88,7 @@ void *cg_hvd_cycle_main(void *arg)
         progressed = n_new > 0 || core->ready_len > 0;
         if (st == CG_OK)
             st = cg_hvd_execute(core);
-        core->tstats.execute_ns += cg__now_ns() - t2;
+        core->tstats.execute_ns += cg_now_ns() - t2;
         if (st != CG_OK) {
             snprintf(msg, sizeof(msg), "collective failed, the job cannot "
                      "continue: %s", cg_last_error());
@@ -111,7 +105,7 @@ void *cg_hvd_cycle_main(void *arg)
         /* After a cycle that ran something, a whole window from now (not
          * from its start): a cycle that overran would otherwise start at
          * once and cut the next batch in two while it is being enqueued. */
-        cg__sleep_until(core, (progressed ? cg__now_ns() : t0) +
+        cg__sleep_until(core, (progressed ? cg_now_ns() : t0) +
                                   core->cycle_ns);
         pthread_mutex_unlock(&core->lock);
     }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/base/clock.h"
 #include "core/base/error.h"
 #include "core/base/parse.h"
 #include "core/hvd_core.h"
@@ -277,16 +278,9 @@ cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
     return CG_OK;
 }
 
-static uint64_t cg__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu)
 {
-    uint64_t t0 = cg__now_ns(), t;
+    uint64_t t0 = cg_now_ns(), t;
     struct timespec nap = {0, 20000};
     cudaError_t err;
 
@@ -294,7 +288,7 @@ cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu)
         return CG_OK;
     while ((err = cudaStreamQuery((cudaStream_t)gpu->stream)) ==
            cudaErrorNotReady) {
-        t = cg__now_ns() - t0;
+        t = cg_now_ns() - t0;
         if (t > gpu->timeout_ns)
             return cg_error_set(CG_ERR_TIMEOUT, "CUDA copies on device %d "
                                 "did not finish within CG_TIMEOUT (%.1f s)",

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/base/clock.h"
 #include "core/base/error.h"
 
 #define CG__SHM_LINE 64
@@ -79,13 +80,6 @@ typedef struct cg__shm_step {
     int32_t pad;
 } cg__shm_step_t;
 
-static uint64_t cg__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void cg__ident(cg__shm_ident_t *me, uint64_t slot)
 {
     struct stat sb;
@@ -103,7 +97,7 @@ static void cg__ident(cg__shm_ident_t *me, uint64_t slot)
         me->pidns = (uint64_t)sb.st_ino;
     if (getrandom(&me->id, sizeof(me->id), GRND_NONBLOCK) !=
         (ssize_t)sizeof(me->id))
-        me->id = cg__now_ns() ^ ((uint64_t)getpid() << 32);
+        me->id = cg_now_ns() ^ ((uint64_t)getpid() << 32);
     me->pid = (int32_t)getpid();
     me->slot = slot;
 }
@@ -443,7 +437,7 @@ cg_status_t cg_shm_wait(cg_shm_t *shm, int peer, cg_shm_word_t w,
                 return cg_error_set(CG_ERR_PEER_RESET, "%s: rank %d failed "
                                     "its part (shared memory; see its log), "
                                     "seen on rank %d", op, r, shm->rank);
-        now = cg__now_ns();
+        now = cg_now_ns();
         if (start == 0)
             start = alive = now;
         if (now - alive > CG__SHM_ALIVE_NS) {

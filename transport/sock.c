@@ -21,13 +21,6 @@
 
 #include "core/base/error.h"
 
-uint64_t cg_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t cg_deadline_ns(uint64_t delta_ns)
 {
     uint64_t now = cg_now_ns();

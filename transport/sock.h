@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "collguard/status.h"
+#include "core/base/clock.h"
 
 typedef struct cg_sockaddr {
     union {
@@ -98,8 +99,6 @@ void cg_sockaddr_pack(const cg_sockaddr_t *a,
 cg_status_t cg_sockaddr_unpack(const uint8_t in[CG_SOCKADDR_PACKED_SIZE],
                                cg_sockaddr_t *a_p);
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t cg_now_ns(void);
 /* now + delta, saturating (delta UINT64_MAX: no deadline). */
 uint64_t cg_deadline_ns(uint64_t delta_ns);
 
