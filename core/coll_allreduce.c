@@ -197,9 +197,8 @@ bool cg_coll_reduces_in(const cg_coll_staging_t *sg)
 void cg_coll_reduce_in(const cg_coll_staging_t *sg, void *p, size_t len,
                        const void *piece)
 {
-    sg->stage->reduce_in(sg->stage->arg,
-                         (size_t)((const uint8_t *)p - sg->base), len, piece,
-                         p);
+    cg_coll_reduce_in_to(sg, (size_t)((const uint8_t *)p - sg->base), len,
+                         piece, p);
 }
 
 void cg_coll_drain_from(const cg_coll_staging_t *sg, size_t off, size_t len,
@@ -217,9 +216,9 @@ void cg_coll_reduce_in_to(const cg_coll_staging_t *sg, size_t off,
 
 void cg_coll_drain(const cg_coll_staging_t *sg, const void *p, size_t len)
 {
-    if (sg != NULL && len > 0)
-        sg->stage->drain(sg->stage->arg,
-                         (size_t)((const uint8_t *)p - sg->base), len, p);
+    if (sg != NULL)
+        cg_coll_drain_from(sg, (size_t)((const uint8_t *)p - sg->base), len,
+                           p);
 }
 
 static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
@@ -307,14 +306,16 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
     st = cg_coll_op_begin(cop, comm, "allreduce");
     if (st != CG_OK || count == 0)
         return st;
+    /* Unstaged: every algorithm starts from the prescaled input in recv
+     * (staged, the ranges are prescaled as they are filled). */
+    if (sg == NULL && prescale != 1.0) {
+        if (sendbuf == recvbuf)
+            cg_scale(recvbuf, count, dt, prescale);
+        else
+            cg_scale_copy(recvbuf, sendbuf, count, dt, prescale);
+        sendbuf = recvbuf;
+    }
     if (cg__use_shm(comm, bytes)) {
-        if (sg == NULL && prescale != 1.0) {
-            if (sendbuf == recvbuf)
-                cg_scale(recvbuf, count, dt, prescale);
-            else
-                cg_scale_copy(recvbuf, sendbuf, count, dt, prescale);
-            sendbuf = recvbuf;
-        }
         st = cg_shm_allreduce(cop, sendbuf, recvbuf, count, dt, op,
                               postscale, sg);
         return st == CG_OK ? st : cg_coll_abort(cop, st);
@@ -325,21 +326,12 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
      * every algorithm adds two values the same way). */
     if (sg != NULL && sg->stage->segs != NULL && cg_comm_size(comm) > 2)
         ring = true;
-    if (sg != NULL && !ring) {
+    if (sg != NULL && !ring)
         cg_coll_fill(sg, recvbuf, bytes); /* prescaled there */
-        prescale = 1.0;
-    }
     if (sg != NULL && ring) {
         st = cg_ring_allreduce(cop, sendbuf, recvbuf, count, dt, op,
                                postscale, sg);
         return st;
-    }
-    if (prescale != 1.0) {
-        if (sendbuf == recvbuf)
-            cg_scale(recvbuf, count, dt, prescale);
-        else
-            cg_scale_copy(recvbuf, sendbuf, count, dt, prescale);
-        sendbuf = recvbuf;
     }
     if (cg_comm_size(comm) == 1) {
         if (sendbuf != recvbuf)
