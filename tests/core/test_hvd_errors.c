@@ -322,13 +322,9 @@ static int body_backend_breaks(hj_rank_t *self)
         for (int i = 0; i < 1024; i++)
             x[i] = (float)(self->rank + i);
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        st = cg_hvd_enqueue_allreduce(self->core, &t, CG_OP_SUM, 1, 1, &req);
-        snprintf(msg, sizeof(msg), "%s", cg_last_error());
-        if (st == CG_OK) {
-            st = cg_hvd_wait(req);
-            snprintf(msg, sizeof(msg), "%s", cg_hvd_error(req));
-            cg_hvd_release(req);
-        }
+        st = hj_settle(cg_hvd_enqueue_allreduce(self->core, &t, CG_OP_SUM, 1,
+                                                1, &req),
+                       &req, msg, sizeof(msg));
         clock_gettime(CLOCK_MONOTONIC, &t1);
         HJ_CHECK(self, (st == CG_OK) == (step < 3), "step %d: %s: %s", step,
                  cg_status_name(st), msg);

@@ -300,13 +300,8 @@ static int body_one_rank_no_memory(hj_rank_t *self)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     /* The core may have stopped before the enqueue (its first cycle runs
      * at create): then the enqueue fails with the same message. */
-    st = cg_hvd_enqueue_allgather(self->core, &t, &req);
-    snprintf(msg, sizeof(msg), "%s", cg_last_error());
-    if (st == CG_OK) {
-        st = cg_hvd_wait(req);
-        snprintf(msg, sizeof(msg), "%s", cg_hvd_error(req));
-        cg_hvd_release(req);
-    }
+    st = hj_settle(cg_hvd_enqueue_allgather(self->core, &t, &req), &req, msg,
+                   sizeof(msg));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     HJ_CHECK(self, st != CG_OK, "rank %d: the allgather succeeded",
              self->rank);

@@ -22,6 +22,18 @@ uint64_t hj_hash(uint64_t h, const void *p, size_t len)
     return h;
 }
 
+cg_status_t hj_settle(cg_status_t st, const cg_hvd_req_h *req_p, char *msg,
+                      size_t len)
+{
+    snprintf(msg, len, "%s", cg_last_error());
+    if (st == CG_OK) {
+        st = cg_hvd_wait(*req_p);
+        snprintf(msg, len, "%s", cg_hvd_error(*req_p));
+        cg_hvd_release(*req_p);
+    }
+    return st;
+}
+
 static double hj_now_s(void)
 {
     struct timespec ts;

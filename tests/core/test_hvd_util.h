@@ -39,6 +39,11 @@ struct hj_rank {
 hj_rank_t *hj_run(int size, const char *const *env, hj_fn fn, void *arg);
 void hj_free(hj_rank_t *rep, int size);
 uint64_t hj_hash(uint64_t h, const void *p, size_t len);
+/* The outcome of an enqueue that returned st (*req_p set on CG_OK): waits
+ * for and releases the request; msg gets the enqueue's cg_last_error() or
+ * the request's error text. */
+cg_status_t hj_settle(cg_status_t st, const cg_hvd_req_h *req_p, char *msg,
+                      size_t len);
 
 #define HJ_CHECK(self, cond, ...)                                            \
     do {                                                                     \
