@@ -260,11 +260,11 @@ static cg_status_t cg__shm_calibrate(cg_comm_t *comm)
         cg_comm_set_shm_large(comm, shm);
         for (int i = 0; i <= CG__CAL_TRIES && st == CG_OK; i++) {
             if (i == 1)
-                t0 = cg_coll_now_ns(); /* the first one warms up */
+                t0 = cg_now_ns(); /* the first one warms up */
             st = cg__allreduce_run(comm, buf, buf, count, CG_DTYPE_F32,
                                    CG_OP_SUM, 1.0, 1.0, NULL);
         }
-        best[shm] = (cg_coll_now_ns() - t0) / CG__CAL_TRIES;
+        best[shm] = (cg_now_ns() - t0) / CG__CAL_TRIES;
     }
     cg_governor_free(gov, CG_MEM_CAT_CONTROL, buf, CG__CAL_BYTES);
     cg_comm_set_shm_large(comm, 1); /* the agreement itself: 16 bytes */

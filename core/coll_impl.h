@@ -52,11 +52,6 @@ typedef struct cg_coll_op {
     cg_xfer_t x[CG_COLL_XFER_MAX];
 } cg_coll_op_t;
 
-static inline uint64_t cg_coll_now_ns(void)
-{
-    return cg_now_ns();
-}
-
 /* Begins an operation on comm (fails at once on a broken group). */
 cg_status_t cg_coll_op_begin(cg_coll_op_t *op, cg_comm_t *comm,
                              const char *name);

@@ -24,7 +24,7 @@ cg_status_t cg_coll_op_begin(cg_coll_op_t *op, cg_comm_t *comm,
     memset(op, 0, sizeof(*op));
     op->comm = comm;
     op->name = name;
-    op->last_ns = cg_coll_now_ns();
+    op->last_ns = cg_now_ns();
     return cg_comm_begin(comm, &op->tag_base);
 }
 
@@ -77,7 +77,7 @@ cg_status_t cg_xfer_test(cg_coll_op_t *op, cg_xfer_t *x)
     x->req = NULL;
     if (st != CG_OK)
         return cg__xfer_error(op, x, st);
-    op->last_ns = cg_coll_now_ns();
+    op->last_ns = cg_now_ns();
     op->idle_spins = 0;
     return CG_OK;
 }
@@ -91,7 +91,7 @@ cg_status_t cg_coll_idle(cg_coll_op_t *op, const cg_xfer_t *x)
         return cg__xfer_error(op, x, st);
     if (++op->idle_spins < CG__COLL_SPINS)
         return CG_OK;
-    if (x != NULL && cg_coll_now_ns() - op->last_ns > timeout) {
+    if (x != NULL && cg_now_ns() - op->last_ns > timeout) {
         cg_error_set(CG_ERR_TIMEOUT, "no progress for %.1fs (CG_TIMEOUT)",
                      timeout / 1e9);
         return cg__xfer_error(op, x, CG_ERR_TIMEOUT);

@@ -107,7 +107,7 @@ static cg_status_t cg__comm_accept(cg_comm_t *comm, cg_tp_listener_t *l,
 static cg_status_t cg__comm_connect_all(cg_comm_t *comm, cg_tp_listener_t *l,
                                         const cg_tp_handle_t *handles)
 {
-    uint64_t deadline = cg_coll_now_ns() + comm->timeout_ns;
+    uint64_t deadline = cg_now_ns() + comm->timeout_ns;
     int ready = 0, accepted = 0, want_ready = comm->size - 1 - comm->rank;
     cg_status_t st;
 
@@ -133,7 +133,7 @@ static cg_status_t cg__comm_connect_all(cg_comm_t *comm, cg_tp_listener_t *l,
             if (st != CG_OK && st != CG_INPROGRESS)
                 return st;
         }
-        if (cg_coll_now_ns() > deadline)
+        if (cg_now_ns() > deadline)
             return cg_error_set(CG_ERR_TIMEOUT,
                                 "comm: rank %d connected to %d of %d peers "
                                 "within CG_TIMEOUT (%.1fs)", comm->rank,
