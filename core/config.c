@@ -46,7 +46,7 @@ static const char *const cg__probes[] = {"auto", "host", "cuda", NULL};
 static const char *const cg__transports[] = {"auto", "ucx", "socket", NULL};
 static const char *const cg__algos[] = {"auto", "ring", "rd", "shm", NULL};
 static const char *const cg__dup_policies[] = {"coalesce", "error", NULL};
-/* Index = cg_backend_kind_t (core/hvd_backend.h); any case accepted. */
+/* Index = cg_backend_kind_t (core/backend/hvd_backend.h); any case accepted. */
 static const char *const cg__cpu_ops[] = {"COLLGUARD", "MPI", NULL};
 static const char *const cg__gpu_ops[] = {"COLLGUARD", "MPI", "NCCL", "AUTO",
                                           NULL};

@@ -12,8 +12,8 @@
 #include "collguard/collguard.h"
 #include "core/base/log.h"
 #include "core/config.h"
-#include "core/governor.h"
-#include "core/probe.h"
+#include "core/governor/governor.h"
+#include "core/governor/probe.h"
 #include "transport/bootstrap.h"
 
 /* Who hears the governor's events (the hvd core's timeline). */

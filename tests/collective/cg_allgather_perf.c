@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cg_build.h"
-#include "core/coll.h"
+#include "core/coll/coll.h"
 #include "tests/collective/perf_common.h"
 #if CG_HAVE_MPI
 #include <mpi.h>

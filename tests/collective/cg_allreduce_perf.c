@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "cg_build.h"
-#include "core/coll.h"
+#include "core/coll/coll.h"
 #include "tests/collective/perf_common.h"
 #if CG_HAVE_MPI
 #include <mpi.h>

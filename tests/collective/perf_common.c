@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/coll.h"
+#include "core/coll/coll.h"
 #include "core/base/error.h"
 #include "core/base/parse.h"
 #include "tests/collective/perf_common.h"

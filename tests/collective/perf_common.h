@@ -15,7 +15,7 @@
 
 #include "collguard/collguard.h"
 #include "collguard/types.h"
-#include "core/comm.h"
+#include "core/coll/comm.h"
 #include "core/context.h"
 #include "transport/bootstrap.h"
 

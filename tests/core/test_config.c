@@ -7,7 +7,7 @@
 #include "core/base/error.h"
 #include "core/base/parse.h"
 #include "core/config.h"
-#include "tests/core/config_env.h"
+#include "tests/core/util/config_env.h"
 
 Test(config, defaults_parse_and_are_documented)
 {

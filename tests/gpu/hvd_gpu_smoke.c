@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "collguard/hvd.h"
-#include "core/half.h"
+#include "core/reduce/half.h"
 
 #define NT 48             /* tensors of the fused cases */
 #define BIG (12u << 20)   /* elements of the large case (48 MiB of f32) */

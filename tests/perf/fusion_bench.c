@@ -21,8 +21,8 @@
 #include "collguard/hvd.h"
 #include "core/base/error.h"
 #include "core/base/parse.h"
-#include "core/coll.h"
-#include "core/comm.h"
+#include "core/coll/coll.h"
+#include "core/coll/comm.h"
 #include "core/context.h"
 
 extern char **environ;

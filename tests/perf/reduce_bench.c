@@ -17,7 +17,7 @@
 
 #include "collguard/types.h"
 #include "core/base/parse.h"
-#include "core/reduce.h"
+#include "core/reduce/reduce.h"
 
 #define MAX_DTYPES CG_DTYPE_COUNT
 

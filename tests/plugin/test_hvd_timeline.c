@@ -6,7 +6,7 @@
  * timeline shows (HOROVOD_TIMELINE=path, read while the job runs and at
  * the end), and HOROVOD_TIMELINE=DYNAMIC records only between
  * horovod_start_timeline and horovod_stop_timeline. Files are checked by
- * tests/core/timeline_check.py with /usr/bin/python3.
+ * tests/core/observe/timeline_check.py with /usr/bin/python3.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The MPI backend of the Horovod shim (built with MPI): MPI_Allreduce and
+ * MPI_Bcast on host buffers over a duplicate of MPI_COMM_WORLD whose ranks
+ * are the core's (errors returned, not fatal). The engine's rules are
+ * kept: prescale and postscale by core/reduce/reduce.h's kernels, average as a
+ * sum finished by cg_reduce_post, and user-defined MPI ops that call
+ * cg_reduce where MPI has no type (f16, bf16) or other NaN/-0 rules (f32
+ * and f64 min/max). Counts beyond INT_MAX go in pieces. An MPI error
+ * breaks the backend. Layer: core/backend; calls MPI, core/reduce/reduce.h, governor.
+ */
+#include <math.h>
+#include <mpi.h>
+#include <string.h>
+
+#include "core/base/error.h"
+#include "core/backend/hvd_backend.h"
+#include "core/reduce/reduce.h"
+
+/* Largest piece of one MPI call: elements (allreduce), bytes (bcast).
+ * Tests build a copy with a small CG_MPI_PIECE_MAX to cover the split. */
+#ifdef CG_MPI_PIECE_MAX
+#define CG__MPI_PIECE_MAX ((size_t)(CG_MPI_PIECE_MAX))
+#else
+#define CG__MPI_PIECE_MAX ((size_t)1 << 30)
+#endif
+
+typedef struct cg__be_mpi {
+    cg_backend_t super;
+    cg_governor_t *gov;
+    const cg_log_t *log;
+    MPI_Comm comm;
+    int size;
+    MPI_Op uops[CG_DTYPE_COUNT][CG_OP_COUNT]; /* MPI_OP_NULL: predefined */
+} cg__be_mpi_t;
+
+/* MPI's contract: inout[i] = in[i] op inout[i]; commutative, so the
+ * engine's inout op in gives the same value. */
+#define CG__MPI_UFN(name, DT, OP)                                             \
+    static void cg__mpi_##name(void *in, void *inout, int *len,              \
+                               MPI_Datatype *type)                           \
+    {                                                                         \
+        (void)type;                                                           \
+        cg_reduce(inout, in, (size_t)*len, DT, OP);                           \
+    }
+
+CG__MPI_UFN(f16_sum, CG_DTYPE_F16, CG_OP_SUM)
+CG__MPI_UFN(f16_prod, CG_DTYPE_F16, CG_OP_PROD)
+CG__MPI_UFN(f16_min, CG_DTYPE_F16, CG_OP_MIN)
+CG__MPI_UFN(f16_max, CG_DTYPE_F16, CG_OP_MAX)
+CG__MPI_UFN(bf16_sum, CG_DTYPE_BF16, CG_OP_SUM)
+CG__MPI_UFN(bf16_prod, CG_DTYPE_BF16, CG_OP_PROD)
+CG__MPI_UFN(bf16_min, CG_DTYPE_BF16, CG_OP_MIN)
+CG__MPI_UFN(bf16_max, CG_DTYPE_BF16, CG_OP_MAX)
+CG__MPI_UFN(f32_min, CG_DTYPE_F32, CG_OP_MIN)
+CG__MPI_UFN(f32_max, CG_DTYPE_F32, CG_OP_MAX)
+CG__MPI_UFN(f64_min, CG_DTYPE_F64, CG_OP_MIN)
+CG__MPI_UFN(f64_max, CG_DTYPE_F64, CG_OP_MAX)
+
+static const struct {
+    cg_dtype_t dt;
+    cg_redop_t op;
+    MPI_User_function *fn;
+} cg__mpi_ufns[] = {
+    {CG_DTYPE_F16, CG_OP_SUM, cg__mpi_f16_sum},
+    {CG_DTYPE_F16, CG_OP_PROD, cg__mpi_f16_prod},
+    {CG_DTYPE_F16, CG_OP_MIN, cg__mpi_f16_min},
+    {CG_DTYPE_F16, CG_OP_MAX, cg__mpi_f16_max},
+    {CG_DTYPE_BF16, CG_OP_SUM, cg__mpi_bf16_sum},
+    {CG_DTYPE_BF16, CG_OP_PROD, cg__mpi_bf16_prod},
+    {CG_DTYPE_BF16, CG_OP_MIN, cg__mpi_bf16_min},
+    {CG_DTYPE_BF16, CG_OP_MAX, cg__mpi_bf16_max},
+    {CG_DTYPE_F32, CG_OP_MIN, cg__mpi_f32_min},
+    {CG_DTYPE_F32, CG_OP_MAX, cg__mpi_f32_max},
+    {CG_DTYPE_F64, CG_OP_MIN, cg__mpi_f64_min},
+    {CG_DTYPE_F64, CG_OP_MAX, cg__mpi_f64_max},
+};
+#define CG__MPI_NUFNS (sizeof(cg__mpi_ufns) / sizeof(cg__mpi_ufns[0]))
+
+/* MPI handles are not constant expressions in Open MPI: a switch. */
+static MPI_Datatype cg__mpi_type(cg_dtype_t dt)
+{
+    switch (dt) {
+    case CG_DTYPE_I8:
+        return MPI_INT8_T;
+    case CG_DTYPE_U8:
+        return MPI_UINT8_T;
+    case CG_DTYPE_I32:
+        return MPI_INT32_T;
+    case CG_DTYPE_U32:
+        return MPI_UINT32_T;
+    case CG_DTYPE_I64:
+        return MPI_INT64_T;
+    case CG_DTYPE_U64:
+        return MPI_UINT64_T;
+    case CG_DTYPE_F32:
+        return MPI_FLOAT;
+    case CG_DTYPE_F64:
+        return MPI_DOUBLE;
+    default: /* f16, bf16: 2-byte words reduced by the user ops */
+        return MPI_UINT16_T;
+    }
+}
+
+static MPI_Op cg__mpi_op(const cg__be_mpi_t *be, cg_dtype_t dt,
+                         cg_redop_t op)
+{
+    if (op == CG_OP_AVG)
+        op = CG_OP_SUM; /* cg_reduce_post divides afterwards */
+    if (be->uops[dt][op] != MPI_OP_NULL)
+        return be->uops[dt][op];
+    switch (op) {
+    case CG_OP_PROD:
+        return MPI_PROD;
+    case CG_OP_MIN:
+        return MPI_MIN;
+    case CG_OP_MAX:
+        return MPI_MAX;
+    default:
+        return MPI_SUM;
+    }
+}
+
+/* MPI's text for rc. */
+static const char *cg__mpi_text(int rc, char text[MPI_MAX_ERROR_STRING])
+{
+    int len = 0;
+
+    text[0] = '\0';
+    MPI_Error_string(rc, text, &len);
+    return text;
+}
+
+static cg_status_t cg__mpi_fail(cg__be_mpi_t *be, int rc, const char *call,
+                                size_t count, cg_dtype_t dt)
+{
+    char text[MPI_MAX_ERROR_STRING];
+
+    cg__mpi_text(rc, text);
+    be->super.broken = true;
+    return cg_error_set(CG_ERR_IO, "%s of %zu %s failed: %s (MPI error %d); "
+                        "the MPI backend is unusable from now on", call,
+                        count, cg_dtype_name(dt), text, rc);
+}
+
+static cg_status_t cg__mpi_usable(const cg__be_mpi_t *be,
+                                  cg_backend_mem_t mem, const char *what)
+{
+    if (be->super.broken)
+        return cg_error_set(CG_ERR_PEER_RESET, "mpi backend: %s after an "
+                            "earlier MPI error broke the backend", what);
+    if (mem != CG_BACKEND_MEM_HOST)
+        return cg_error_set(CG_ERR_UNSUPPORTED, "mpi backend: %s of CUDA "
+                            "memory needs host staging", what);
+    return CG_OK;
+}
+
+static cg_status_t cg__mpibe_allreduce(cg_backend_t *super, const void *send,
+                                       void *recv, size_t count,
+                                       cg_dtype_t dt, cg_redop_t op,
+                                       double prescale, double postscale,
+                                       cg_backend_mem_t mem)
+{
+    cg__be_mpi_t *be = (cg__be_mpi_t *)super;
+    size_t el = cg_dtype_size(dt);
+    cg_status_t st = cg__mpi_usable(be, mem, "allreduce");
+
+    if (st == CG_OK)
+        st = cg_reduce_check(dt, op);
+    if (st == CG_OK && (!isfinite(prescale) || !isfinite(postscale)))
+        st = cg_error_set(CG_ERR_INVALID_PARAM, "mpi backend: prescale %g "
+                          "and postscale %g must be finite", prescale,
+                          postscale);
+    if (st != CG_OK || count == 0)
+        return st;
+    if (prescale != 1.0) {
+        if (send == recv)
+            cg_scale(recv, count, dt, prescale);
+        else
+            cg_scale_copy(recv, send, count, dt, prescale);
+        send = recv;
+    }
+    for (size_t off = 0; off < count; off += CG__MPI_PIECE_MAX) {
+        size_t n = count - off < CG__MPI_PIECE_MAX ? count - off
+                                                   : CG__MPI_PIECE_MAX;
+        const void *s = send == recv ? MPI_IN_PLACE
+                                     : (const char *)send + off * el;
+        int rc = MPI_Allreduce(s, (char *)recv + off * el, (int)n,
+                               cg__mpi_type(dt), cg__mpi_op(be, dt, op),
+                               be->comm);
+        if (rc != MPI_SUCCESS)
+            return cg__mpi_fail(be, rc, "MPI_Allreduce", count, dt);
+    }
+    return cg_reduce_post(recv, count, dt, op, be->size, postscale);
+}
+
+static cg_status_t cg__mpibe_broadcast(cg_backend_t *super, void *buf,
+                                       size_t count, cg_dtype_t dt, int root,
+                                       cg_backend_mem_t mem)
+{
+    cg__be_mpi_t *be = (cg__be_mpi_t *)super;
+    size_t bytes = count * cg_dtype_size(dt);
+    cg_status_t st = cg__mpi_usable(be, mem, "broadcast");
+
+    if (st != CG_OK)
+        return st;
+    if (root < 0 || root >= be->size)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "mpi backend: broadcast "
+                            "root %d outside 0..%d", root, be->size - 1);
+    for (size_t off = 0; off < bytes; off += CG__MPI_PIECE_MAX) {
+        size_t n = bytes - off < CG__MPI_PIECE_MAX ? bytes - off
+                                                   : CG__MPI_PIECE_MAX;
+        int rc = MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root,
+                           be->comm);
+        if (rc != MPI_SUCCESS)
+            return cg__mpi_fail(be, rc, "MPI_Bcast", count, dt);
+    }
+    return CG_OK;
+}
+
+/* Frees what create made; MPI already finalized (by the application,
+ * or at exit) has freed it all itself. */
+static void cg__mpibe_free(cg__be_mpi_t *be)
+{
+    int finalized = 1;
+
+    MPI_Finalized(&finalized);
+    for (int d = 0; d < CG_DTYPE_COUNT && !finalized; d++)
+        for (int o = 0; o < CG_OP_COUNT; o++)
+            if (be->uops[d][o] != MPI_OP_NULL)
+                MPI_Op_free(&be->uops[d][o]);
+    if (!finalized && be->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&be->comm);
+    cg_governor_free(be->gov, CG_MEM_CAT_CONTROL, be, sizeof(*be));
+}
+
+static void cg__mpibe_destroy(cg_backend_t *super)
+{
+    cg__mpibe_free((cg__be_mpi_t *)super);
+}
+
+static const cg_backend_ops_t cg__mpibe_ops = {
+    .name = "mpi",
+    .allreduce_activity = "MPI_ALLREDUCE",
+    .broadcast_activity = "MPI_BCAST",
+    .allreduce = cg__mpibe_allreduce,
+    .broadcast = cg__mpibe_broadcast,
+    .destroy = cg__mpibe_destroy,
+};
+
+static const char *cg__mpi_thread_name(int level)
+{
+    switch (level) {
+    case MPI_THREAD_SINGLE:
+        return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+        return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+        return "MPI_THREAD_SERIALIZED";
+    default:
+        return "MPI_THREAD_MULTIPLE";
+    }
+}
+
+/* MPI is initialised, threaded enough, and its world is the core's. */
+static cg_status_t cg__mpi_check(const cg_backend_params_t *p)
+{
+    const char *src = cg_bootstrap_src_name(cg_bootstrap_env(p->bs)->source);
+    int inited = 0, finalized = 0, level = 0, wsize = 0, wrank = 0;
+
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return cg_error_set(CG_ERR_UNSUPPORTED, "%s=MPI needs a launch by "
+                            "mpirun: this job was started by %s and MPI is "
+                            "%s; launch it with mpirun or choose %s="
+                            "COLLGUARD", p->var, src,
+                            finalized ? "finalized" : "not initialized",
+                            p->var);
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE)
+        return cg_error_set(CG_ERR_UNSUPPORTED, "%s=MPI needs MPI "
+                            "initialized with MPI_THREAD_MULTIPLE (the "
+                            "shim's background thread calls MPI while other "
+                            "threads may), but this MPI provides %s; call "
+                            "MPI_Init_thread with MPI_THREAD_MULTIPLE (or let "
+                            "collguard initialize MPI) or choose %s="
+                            "COLLGUARD", p->var, cg__mpi_thread_name(level),
+                            p->var);
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    if (wsize != p->size || wrank != p->rank)
+        return cg_error_set(CG_ERR_UNSUPPORTED, "%s=MPI: MPI_COMM_WORLD has "
+                            "this process as rank %d of %d, but the job "
+                            "(bootstrap %s) as rank %d of %d; MPI must span "
+                            "exactly the job's ranks in the same order",
+                            p->var, wrank, wsize, src, p->rank, p->size);
+    return CG_OK;
+}
+
+cg_status_t cg_backend_mpi_create(const cg_backend_params_t *params,
+                                  cg_backend_t **be_p)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    const char *what;
+    cg__be_mpi_t *be;
+    cg_status_t st;
+    int rc;
+
+    st = cg__mpi_check(params);
+    if (st != CG_OK)
+        return st;
+    st = cg_governor_alloc(params->gov, CG_MEM_CAT_CONTROL, sizeof(*be),
+                           (void **)&be);
+    if (st != CG_OK)
+        return st;
+    memset(be, 0, sizeof(*be));
+    be->super.ops = &cg__mpibe_ops;
+    be->super.kind = CG_BACKEND_MPI;
+    be->gov = params->gov;
+    be->log = params->log;
+    be->size = params->size;
+    be->comm = MPI_COMM_NULL;
+    for (int d = 0; d < CG_DTYPE_COUNT; d++)
+        for (int o = 0; o < CG_OP_COUNT; o++)
+            be->uops[d][o] = MPI_OP_NULL;
+    what = "MPI_Comm_dup";
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &be->comm);
+    if (rc == MPI_SUCCESS) {
+        what = "MPI_Comm_set_errhandler";
+        rc = MPI_Comm_set_errhandler(be->comm, MPI_ERRORS_RETURN);
+    }
+    for (size_t i = 0; i < CG__MPI_NUFNS && rc == MPI_SUCCESS; i++) {
+        what = "MPI_Op_create";
+        rc = MPI_Op_create(cg__mpi_ufns[i].fn, 1,
+                           &be->uops[cg__mpi_ufns[i].dt][cg__mpi_ufns[i].op]);
+    }
+    if (rc != MPI_SUCCESS) {
+        st = cg_error_set(CG_ERR_IO, "%s=MPI: %s failed: %s (MPI error %d)",
+                          params->var, what, cg__mpi_text(rc, text), rc);
+        goto err_free;
+    }
+    cg_debug(params->log, "mpi backend on a duplicate of MPI_COMM_WORLD, %d "
+             "ranks", be->size);
+    *be_p = &be->super;
+    return CG_OK;
+
+err_free:
+    cg__mpibe_free(be);
+    return st;
+}

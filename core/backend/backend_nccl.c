@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The NCCL backend of the Horovod shim's core (HOROVOD_GPU_OPERATIONS=
+ * NCCL): one communicator, made at the first CUDA collective (every rank
+ * reaches it in the same cycle) on the thread's current device, after the
+ * governor's NCCL_BUFFSIZE and, under pressure, a channel cap are
+ * exported; the unique id travels over the core's own communicator.
+ * ncclAllReduce / ncclBroadcast on a dedicated stream, polled with a
+ * CG_TIMEOUT bound (the communicator is aborted rather than left hanging
+ * on a dead peer). Built only with NCCL and CUDA. Background thread only.
+ * Layer: core/backend; calls NCCL, the CUDA runtime and core/coll/coll.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "core/base/clock.h"
+#include "core/base/error.h"
+#include "core/base/parse.h"
+#include "core/coll/coll.h"
+#include "core/reduce/half.h"
+#include "core/backend/hvd_gpu.h"
+
+/* Polls without sleeping this long first: a sleep costs ~60 us. */
+#define CG__SPIN_NS 200000ull
+
+typedef struct cg__nccl {
+    cg_backend_t hdr;    /* hdr.broken: aborted, every later call fails */
+    cg_governor_t *gov;
+    const cg_log_t *log;
+    const cg_config_t *cfg;
+    cg_comm_t *comm;     /* carries the unique id */
+    int rank, size;
+    ncclComm_t nc;       /* NULL until the first collective */
+    cudaStream_t stream;
+    int device;
+} cg__nccl_t;
+
+/* Exports one variable unless the user set it; logs what and why. */
+static void cg__export(const cg_log_t *log, const char *name,
+                       const char *value, const char *why)
+{
+    const char *user = getenv(name);
+
+    if (user != NULL) {
+        cg_info(log, "%s %s from the environment kept (collguard would "
+                "choose %s: %s)", name, user, value, why);
+        return;
+    }
+    if (setenv(name, value, 0) != 0) {
+        cg_warn(log, "setenv %s: %m", name);
+        return;
+    }
+    cg_info(log, "%s %s exported for NCCL: %s", name, value, why);
+}
+
+/* NCCL reads these once, at its first call: before ncclGetUniqueId. */
+static void cg__export_env(cg__nccl_t *nb)
+{
+    cg_governor_t *gov = nb->gov;
+    cg_pressure_t level = cg_governor_pressure(gov);
+    char val[32], b[2][32], why[160];
+
+    snprintf(val, sizeof(val), "%llu",
+             (unsigned long long)cg_governor_nccl_buffsize(gov));
+    snprintf(why, sizeof(why), "governor budget %s, pressure %s, cap "
+             "CG_NCCL_BUFFSIZE %s",
+             cg_format_size(cg_governor_budget(gov), b[0], sizeof(b[0])),
+             cg_pressure_name(level),
+             cg_format_size(nb->cfg->nccl_buffsize, b[1], sizeof(b[1])));
+    cg__export(nb->log, "NCCL_BUFFSIZE", val, why);
+    if (level == CG_PRESSURE_OK)
+        return;
+    /* Fewer channels: fewer per-peer buffers of NCCL_BUFFSIZE each. */
+    if (getenv("NCCL_MAX_CTAS") == NULL)
+        cg__export(nb->log, "NCCL_MAX_NCHANNELS",
+                   level == CG_PRESSURE_CRITICAL ? "2" : "4",
+                   level == CG_PRESSURE_CRITICAL
+                       ? "memory pressure critical at communicator creation"
+                       : "memory pressure warn at communicator creation");
+    /* NVLink SHARP buffers are the largest of NCCL's optional ones. */
+    if (level == CG_PRESSURE_CRITICAL)
+        cg__export(nb->log, "NCCL_NVLS_ENABLE", "0",
+                   "memory pressure critical at communicator creation");
+}
+
+/* Gives up on the communicator; the core then fails every pending
+ * request (hdr.broken), and the peers see this rank stop. */
+static cg_status_t cg__fail(cg__nccl_t *nb, cg_status_t st, const char *what,
+                            const char *why)
+{
+    if (nb->nc != NULL && !nb->hdr.broken)
+        (void)ncclCommAbort(nb->nc);
+    nb->hdr.broken = true;
+    return cg_error_set(st, "nccl %s: %s", what, why);
+}
+
+static cg_status_t cg__status_of(ncclResult_t r)
+{
+    return r == ncclRemoteError || r == ncclSystemError ? CG_ERR_PEER_RESET
+                                                        : CG_ERR_INTERNAL;
+}
+
+/* Polls until NCCL has issued the work (a non-blocking communicator may
+ * answer ncclInProgress) and, when stream is not NULL, the stream drained;
+ * at most CG_TIMEOUT. */
+static cg_status_t cg__wait(cg__nccl_t *nb, const char *what,
+                            cudaStream_t stream)
+{
+    uint64_t t0 = cg_now_ns(), limit = nb->cfg->timeout_ns;
+    struct timespec nap = {0, 20000};
+    ncclResult_t ar = ncclInProgress;
+    cudaError_t ce;
+    char why[320];
+
+    for (;;) {
+        if (ncclCommGetAsyncError(nb->nc, &ar) != ncclSuccess ||
+            (ar != ncclSuccess && ar != ncclInProgress)) {
+            snprintf(why, sizeof(why), "%s (%s)", ncclGetErrorString(ar),
+                     ncclGetLastError(nb->nc));
+            return cg__fail(nb, cg__status_of(ar), what, why);
+        }
+        if (ar == ncclSuccess) {
+            if (stream == NULL)
+                return CG_OK;
+            ce = cudaStreamQuery(stream);
+            if (ce == cudaSuccess)
+                return CG_OK;
+            if (ce != cudaErrorNotReady) {
+                (void)cudaGetLastError();
+                return cg__fail(nb, CG_ERR_INTERNAL, what,
+                                cudaGetErrorString(ce));
+            }
+        }
+        if (cg_now_ns() - t0 > CG__SPIN_NS)
+            nanosleep(&nap, NULL); /* long collectives: stop spinning */
+        if (cg_now_ns() - t0 > limit) {
+            snprintf(why, sizeof(why), "not done within CG_TIMEOUT (%.1f "
+                     "s): a peer died or stopped; communicator aborted",
+                     limit / 1e9);
+            return cg__fail(nb, CG_ERR_TIMEOUT, what, why);
+        }
+    }
+}
+
+/* The stream and the communicator, at the first CUDA collective (every
+ * rank reaches it in the same cycle), on the thread's current device. */
+static cg_status_t cg__comm(cg__nccl_t *nb)
+{
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclUniqueId id;
+    ncclResult_t r = ncclSuccess;
+    cudaError_t ce;
+    cg_status_t st;
+
+    if (nb->hdr.broken)
+        return cg_error_set(CG_ERR_PEER_RESET, "nccl: the communicator was "
+                            "aborted after an earlier failure");
+    if (nb->nc != NULL)
+        return CG_OK;
+    ce = cudaGetDevice(&nb->device);
+    if (ce == cudaSuccess && nb->stream == NULL)
+        ce = cudaStreamCreateWithFlags(&nb->stream, cudaStreamNonBlocking);
+    if (ce != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cg_error_set(CG_ERR_NO_DEVICE, "nccl: no stream on the "
+                            "current CUDA device: %s",
+                            cudaGetErrorString(ce));
+    }
+    cg__export_env(nb);
+    memset(&id, 0, sizeof(id));
+    if (nb->rank == 0 && (r = ncclGetUniqueId(&id)) != ncclSuccess)
+        memset(&id, 0xff, sizeof(id)); /* tells the others it failed */
+    st = cg_broadcast(nb->comm, &id, sizeof(id), CG_DTYPE_U8, 0);
+    if (st != CG_OK) {
+        nb->hdr.broken = cg_comm_broken(nb->comm);
+        return cg_error_set(st, "nccl: sharing the unique id: %s",
+                            cg_last_error());
+    }
+    if (id.internal[0] == (char)0xff && id.internal[1] == (char)0xff)
+        return cg__fail(nb, CG_ERR_INTERNAL, "ncclGetUniqueId",
+                        nb->rank == 0 ? ncclGetErrorString(r)
+                                      : "failed on rank 0 (see its log)");
+    cfg.blocking = 0; /* bounded by CG_TIMEOUT below */
+    r = ncclCommInitRankConfig(&nb->nc, nb->size, id, nb->rank, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        nb->nc = NULL;
+        return cg__fail(nb, cg__status_of(r), "ncclCommInitRankConfig",
+                        ncclGetErrorString(r));
+    }
+    st = cg__wait(nb, "ncclCommInitRankConfig", NULL);
+    if (st == CG_OK)
+        cg_info(nb->log, "nccl communicator ready: %d ranks, device %d",
+                nb->size, nb->device);
+    return st;
+}
+
+/* The scalar of a pre-multiply-sum in the buffer's own type. */
+static void cg__scalar(cg_dtype_t dt, double f, void *out)
+{
+    uint16_t h;
+    float s = (float)f;
+
+    switch (dt) {
+    case CG_DTYPE_F16:
+        h = cg_f32_to_f16(s);
+        memcpy(out, &h, 2);
+        break;
+    case CG_DTYPE_BF16:
+        h = cg_f32_to_bf16(s);
+        memcpy(out, &h, 2);
+        break;
+    case CG_DTYPE_F32:
+        memcpy(out, &s, 4);
+        break;
+    default:
+        memcpy(out, &f, 8);
+        break;
+    }
+}
+
+/* Floats with sum/average: every factor folds into one NCCL op (ncclAvg,
+ * or a pre-multiply-sum by prescale * postscale [/ size]). Other pairs
+ * reduce natively; their factors must be 1 (hvd_gpu_stage.c applies them
+ * on the host by the engine's rules: cg_backend_nccl_scales). */
+/* This backend serves CUDA buffers only. */
+static cg_status_t cg__device_only(cg_backend_mem_t mem)
+{
+    if (mem == CG_BACKEND_MEM_CUDA)
+        return CG_OK;
+    return cg_error_set(CG_ERR_UNSUPPORTED, "nccl backend: host buffers are "
+                        "not served (HOROVOD_CPU_OPERATIONS picks the host "
+                        "backend)");
+}
+
+static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
+                                 void *recv, size_t count, cg_dtype_t dt,
+                                 cg_redop_t op, double prescale,
+                                 double postscale, cg_backend_mem_t mem)
+{
+    cg__nccl_t *nb = (cg__nccl_t *)be;
+    bool fold = cg_backend_nccl_scales(dt, op);
+    double f = prescale * postscale / (op == CG_OP_AVG ? nb->size : 1);
+    ncclRedOp_t nop = (ncclRedOp_t)op; /* the same numbering */
+    bool custom = false;
+    char scalar[8];
+    ncclResult_t r;
+    cg_status_t st = cg__device_only(mem);
+
+    if (st != CG_OK)
+        return st;
+    if (!fold && (prescale != 1.0 || postscale != 1.0))
+        return cg_error_set(CG_ERR_UNSUPPORTED, "nccl backend: %s %s with "
+                            "prescale %g, postscale %g has no exact NCCL op "
+                            "(the caller scales on the host)",
+                            cg_dtype_name(dt), cg_redop_name(op), prescale,
+                            postscale);
+    st = cg__comm(nb);
+    if (st != CG_OK || count == 0)
+        return st;
+    if (fold && f == 1.0) {
+        nop = ncclSum; /* sum, or average with prescale*postscale == size */
+    } else if (fold && !(op == CG_OP_AVG && prescale == 1.0 &&
+                         postscale == 1.0)) {
+        cg__scalar(dt, f, scalar);
+        r = ncclRedOpCreatePreMulSum(&nop, scalar, (ncclDataType_t)dt,
+                                     ncclScalarHostImmediate, nb->nc);
+        if (r != ncclSuccess)
+            return cg__fail(nb, cg__status_of(r), "ncclRedOpCreatePreMulSum",
+                            ncclGetErrorString(r));
+        custom = true;
+    }
+    r = ncclAllReduce(send, recv, count, (ncclDataType_t)dt, nop, nb->nc,
+                      nb->stream);
+    if (r != ncclSuccess && r != ncclInProgress)
+        st = cg__fail(nb, cg__status_of(r), "ncclAllReduce",
+                      ncclGetErrorString(r));
+    else
+        st = cg__wait(nb, "ncclAllReduce", nb->stream);
+    if (custom && !nb->hdr.broken)
+        (void)ncclRedOpDestroy(nop, nb->nc);
+    return st;
+}
+
+static cg_status_t cg__broadcast(cg_backend_t *be, void *buf, size_t count,
+                                 cg_dtype_t dt, int root, cg_backend_mem_t mem)
+{
+    cg__nccl_t *nb = (cg__nccl_t *)be;
+    ncclResult_t r;
+    cg_status_t st = cg__device_only(mem);
+
+    if (st != CG_OK)
+        return st;
+    st = cg__comm(nb);
+    if (st != CG_OK || count == 0)
+        return st;
+    r = ncclBroadcast(buf, buf, count, (ncclDataType_t)dt, root, nb->nc,
+                      nb->stream);
+    if (r != ncclSuccess && r != ncclInProgress)
+        return cg__fail(nb, cg__status_of(r), "ncclBroadcast",
+                        ncclGetErrorString(r));
+    return cg__wait(nb, "ncclBroadcast", nb->stream);
+}
+
+/* Finalize (bounded by CG_TIMEOUT) then destroy; abort when it fails. */
+static void cg__destroy(cg_backend_t *be)
+{
+    cg__nccl_t *nb = (cg__nccl_t *)be;
+    uint64_t t0 = cg_now_ns(), limit = nb->cfg->timeout_ns;
+    struct timespec nap = {0, 20000};
+    ncclResult_t r, ar = ncclInProgress;
+
+    if (nb->nc != NULL && !nb->hdr.broken) {
+        r = ncclCommFinalize(nb->nc);
+        while ((r == ncclSuccess || r == ncclInProgress) &&
+               ncclCommGetAsyncError(nb->nc, &ar) == ncclSuccess &&
+               ar == ncclInProgress && cg_now_ns() - t0 < limit)
+            nanosleep(&nap, NULL);
+        if (ar == ncclSuccess) {
+            (void)ncclCommDestroy(nb->nc);
+        } else {
+            cg_warn(nb->log, "nccl communicator did not finalize (%s); "
+                    "aborted", ncclGetErrorString(ar));
+            (void)ncclCommAbort(nb->nc);
+        }
+    }
+    if (nb->stream != NULL)
+        (void)cudaStreamDestroy(nb->stream);
+    cg_governor_free(nb->gov, CG_MEM_CAT_CONTROL, nb, sizeof(*nb));
+}
+
+static const cg_backend_ops_t cg__nccl_ops = {
+    .name = "nccl",
+    .allreduce_activity = "NCCL_ALLREDUCE",
+    .broadcast_activity = "NCCL_BCAST",
+    .allreduce = cg__allreduce,
+    .broadcast = cg__broadcast,
+    .destroy = cg__destroy,
+};
+
+cg_status_t cg_backend_nccl_create(const cg_backend_params_t *params,
+                                   cg_backend_t **be_p)
+{
+    cg__nccl_t *nb;
+    cg_status_t st;
+
+    st = cg_governor_alloc(params->gov, CG_MEM_CAT_CONTROL, sizeof(*nb),
+                           (void **)&nb);
+    if (st != CG_OK)
+        return st;
+    memset(nb, 0, sizeof(*nb));
+    nb->hdr.ops = &cg__nccl_ops;
+    nb->hdr.kind = CG_BACKEND_NCCL;
+    nb->gov = params->gov;
+    nb->log = params->log;
+    nb->cfg = params->cfg;
+    nb->comm = params->comm;
+    nb->rank = params->rank;
+    nb->size = params->size;
+    nb->device = -1;
+    *be_p = &nb->hdr;
+    return CG_OK;
+}

@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * CUDA memory of the Horovod shim's core: the device check at enqueue,
+ * the lazily started device state (cudaSetDevice, a non-blocking stream),
+ * the governed CUDA fusion buffer (cudaMalloc through the governor's
+ * accounting, shrink-and-retry to CG_FUSION_MIN, then pinned host memory
+ * allocated once and kept), the pinned staging buffer, and copies. The
+ * staged collectives are in hvd_gpu_stage.c. Layer: core/backend; calls the
+ * governor and the CUDA runtime (only when CG_HAVE_CUDA).
+ */
+#include "core/backend/hvd_gpu_impl.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "core/base/clock.h"
+#include "core/base/error.h"
+#include "core/base/parse.h"
+#include "core/engine/hvd_core.h"
+#include "core/governor/probe.h"
+
+cg_status_t cg_hvd_gpu_create(cg_hvd_core_t *core, cg_hvd_gpu_t **gpu_p)
+{
+    cg_hvd_gpu_t *gpu;
+    cg_status_t st;
+
+    st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL, sizeof(*gpu),
+                           (void **)&gpu);
+    if (st != CG_OK)
+        return st;
+    memset(gpu, 0, sizeof(*gpu));
+    gpu->gov = core->gov;
+    gpu->log = core->log;
+    gpu->rank = core->rank;
+    gpu->timeout_ns = core->ctx->cfg.timeout_ns;
+    gpu->chunk = core->ctx->cfg.chunk_size > 0
+                     ? (size_t)core->ctx->cfg.chunk_size
+                     : CG_HVD_GPU_ALIGN;
+    gpu->fusion_min = core->ctx->cfg.fusion_min;
+    atomic_init(&gpu->device, -1);
+    atomic_init(&gpu->ndev, -1);
+    *gpu_p = gpu;
+    return CG_OK;
+}
+
+bool cg_hvd_gpu_active(const cg_hvd_gpu_t *gpu)
+{
+    return atomic_load(&((cg_hvd_gpu_t *)gpu)->device) >= 0;
+}
+
+int cg_hvd_gpu_device(const cg_hvd_gpu_t *gpu)
+{
+    return atomic_load(&((cg_hvd_gpu_t *)gpu)->device);
+}
+
+void *cg_hvd_gpu_fbuf(const cg_hvd_gpu_t *gpu)
+{
+    return gpu->fbuf;
+}
+
+size_t cg_hvd_gpu_fbuf_len(const cg_hvd_gpu_t *gpu)
+{
+    return gpu->fbuf_len;
+}
+
+bool cg__hvd_gpu_host_ptr(const cg_hvd_gpu_t *gpu, const void *p)
+{
+    const char *c = p, *b = gpu->pbuf;
+    return b != NULL && c >= b && c < b + gpu->pbuf_len;
+}
+
+#if CG_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+static void *cg__dev_alloc(void *arg, size_t size)
+{
+    void *p = NULL;
+    (void)arg;
+    if (cudaMalloc(&p, size) != cudaSuccess) {
+        (void)cudaGetLastError(); /* out of memory is not sticky */
+        return NULL;
+    }
+    return p;
+}
+
+static void cg__dev_free(void *arg, void *ptr, size_t size)
+{
+    (void)arg;
+    (void)size;
+    (void)cudaFree(ptr);
+}
+
+static void *cg__pinned_alloc(void *arg, size_t size)
+{
+    void *p = NULL;
+    (void)arg;
+    if (cudaMallocHost(&p, size) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void cg__pinned_free(void *arg, void *ptr, size_t size)
+{
+    (void)arg;
+    (void)size;
+    (void)cudaFreeHost(ptr);
+}
+
+static const cg_mem_backend_t cg__dev_backend = {cg__dev_alloc, cg__dev_free,
+                                                 NULL};
+static const cg_mem_backend_t cg__pinned_backend = {cg__pinned_alloc,
+                                                    cg__pinned_free, NULL};
+
+cg_status_t cg_hvd_gpu_check(cg_hvd_gpu_t *gpu, const char *what,
+                             const char *name, int device)
+{
+    int n = atomic_load(&gpu->ndev), expect = -1;
+
+    if (n < 0) {
+        n = cg_cuda_device_count();
+        atomic_store(&gpu->ndev, n);
+    }
+    if (n == 0)
+        return cg_error_set(CG_ERR_NO_DEVICE, "%s of tensor '%s': it is on "
+                            "CUDA device %d, but this process sees no usable "
+                            "CUDA device (no driver, no GPU, or "
+                            "CUDA_VISIBLE_DEVICES hides them)", what, name,
+                            device);
+    if (device >= n)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "%s of tensor '%s': CUDA "
+                            "device %d, but this process sees %d device(s), "
+                            "0 to %d", what, name, device, n, n - 1);
+    if (!atomic_compare_exchange_strong(&gpu->device, &expect, device) &&
+        expect != device)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "%s of tensor '%s': CUDA "
+                            "device %d, but this rank already uses device %d "
+                            "(one GPU per rank: start one rank per GPU)",
+                            what, name, device, expect);
+    return CG_OK;
+}
+
+/* Background thread: the device and the stream, once. */
+cg_status_t cg__hvd_gpu_start(cg_hvd_gpu_t *gpu)
+{
+    int dev = atomic_load(&gpu->device);
+    cudaStream_t s;
+    cudaError_t err;
+
+    if (gpu->stream != NULL)
+        return CG_OK;
+    if (dev < 0)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "CUDA collective before "
+                            "any CUDA tensor was enqueued");
+    err = cudaSetDevice(dev);
+    if (err == cudaSuccess)
+        err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cg_error_set(CG_ERR_NO_DEVICE, "CUDA device %d: cannot start "
+                            "it (cudaSetDevice / cudaStreamCreate: %s)", dev,
+                            cudaGetErrorString(err));
+    }
+    gpu->stream = s;
+    cg_info(gpu->log, "CUDA device %d: stream ready for the shim's copies",
+            dev);
+    return CG_OK;
+}
+
+static void cg__free_dbuf(cg_hvd_gpu_t *gpu)
+{
+    cg_governor_free_on(gpu->gov, &cg__dev_backend, CG_MEM_CAT_FUSION,
+                        gpu->dbuf, gpu->dbuf_len);
+    gpu->dbuf = NULL;
+    gpu->dbuf_len = 0;
+}
+
+/* Device memory for want bytes, down to CG_FUSION_MIN; else the pinned
+ * buffer, allocated the first time and kept (cudaMallocHost is slow). */
+static void cg__alloc_fbuf(cg_hvd_gpu_t *gpu, size_t want)
+{
+    size_t floor = gpu->fusion_min < want ? gpu->fusion_min : want, got;
+    char b[3][32];
+    void *p;
+
+    if (cg_governor_alloc_shrink_on(gpu->gov, &cg__dev_backend,
+                                    CG_MEM_CAT_FUSION, want, floor,
+                                    CG_HVD_GPU_ALIGN, "CG_FUSION_MIN", &p,
+                                    &got) == CG_OK) {
+        gpu->dbuf = p;
+        gpu->dbuf_len = got;
+        gpu->fbuf = p;
+        gpu->fbuf_len = got;
+        return;
+    }
+    if (gpu->pbuf == NULL &&
+        cg_governor_alloc_shrink_on(gpu->gov, &cg__pinned_backend,
+                                    CG_MEM_CAT_FUSION, want, floor,
+                                    CG_HVD_GPU_ALIGN, "CG_FUSION_MIN", &p,
+                                    &got) == CG_OK) {
+        gpu->pbuf = p;
+        gpu->pbuf_len = got;
+        cg_warn(gpu->log, "CUDA fusion buffer: no device memory for %s "
+                "(floor %s, CG_FUSION_MIN); using %s of pinned host memory "
+                "instead (slower; kept until shutdown)",
+                cg_format_size(want, b[0], sizeof(b[0])),
+                cg_format_size(floor, b[1], sizeof(b[1])),
+                cg_format_size(got, b[2], sizeof(b[2])));
+    }
+    if (gpu->pbuf == NULL) {
+        cg_warn(gpu->log, "no CUDA fusion buffer this cycle (neither device "
+                "nor pinned memory): %s; CUDA tensors are reduced one by "
+                "one", cg_last_error());
+        return;
+    }
+    gpu->fbuf = gpu->pbuf;
+    gpu->fbuf_len = gpu->pbuf_len < want ? gpu->pbuf_len : want;
+}
+
+size_t cg_hvd_gpu_prepare(cg_hvd_gpu_t *gpu, size_t want)
+{
+    if (!cg_hvd_gpu_active(gpu))
+        return want;
+    if (want == 0)
+        return 0;
+    if (cg__hvd_gpu_start(gpu) != CG_OK) {
+        cg_error(gpu->log, "%s", cg_last_error());
+        return 0;
+    }
+    if (want == gpu->want && gpu->fbuf != NULL)
+        return gpu->fbuf_len;
+    cg__free_dbuf(gpu);
+    gpu->fbuf = NULL;
+    gpu->fbuf_len = 0;
+    gpu->want = want;
+    cg__alloc_fbuf(gpu, want);
+    return gpu->fbuf_len;
+}
+
+cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu)
+{
+    size_t got;
+    void *p;
+    cg_status_t st;
+
+    if (gpu->stage != NULL)
+        return CG_OK;
+    /* The chunk size must be the same on every rank: no shrinking. */
+    st = cg_governor_alloc_shrink_on(gpu->gov, &cg__pinned_backend,
+                                     CG_MEM_CAT_STAGING, gpu->chunk,
+                                     gpu->chunk, CG_HVD_GPU_ALIGN,
+                                     "CG_CHUNK_SIZE", &p, &got);
+    if (st != CG_OK)
+        return cg_error_set(st, "pinned staging buffer for CUDA tensors: %s",
+                            cg_last_error());
+    gpu->stage = p;
+    gpu->stage_len = got;
+    return CG_OK;
+}
+
+cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
+                            size_t bytes)
+{
+    cudaError_t err;
+    cg_status_t st = cg__hvd_gpu_start(gpu);
+
+    if (st != CG_OK || bytes == 0)
+        return st;
+    err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                          (cudaStream_t)gpu->stream);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cg_error_set(CG_ERR_INTERNAL, "cudaMemcpyAsync of %zu bytes "
+                            "(%p -> %p): %s", bytes, src, dst,
+                            cudaGetErrorString(err));
+    }
+    return CG_OK;
+}
+
+cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu)
+{
+    uint64_t t0 = cg_now_ns(), t;
+    struct timespec nap = {0, 20000};
+    cudaError_t err;
+
+    if (gpu->stream == NULL)
+        return CG_OK;
+    while ((err = cudaStreamQuery((cudaStream_t)gpu->stream)) ==
+           cudaErrorNotReady) {
+        t = cg_now_ns() - t0;
+        if (t > gpu->timeout_ns)
+            return cg_error_set(CG_ERR_TIMEOUT, "CUDA copies on device %d "
+                                "did not finish within CG_TIMEOUT (%.1f s)",
+                                cg_hvd_gpu_device(gpu),
+                                gpu->timeout_ns / 1e9);
+        if (t > CG_HVD_GPU_SPIN_NS) /* short copies: spin, no sleep */
+            nanosleep(&nap, NULL);
+    }
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cg_error_set(CG_ERR_INTERNAL, "CUDA copies on device %d "
+                            "failed: %s", cg_hvd_gpu_device(gpu),
+                            cudaGetErrorString(err));
+    }
+    return CG_OK;
+}
+
+void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu)
+{
+    if (gpu == NULL)
+        return;
+    if (gpu->stream != NULL) {
+        (void)cg_hvd_gpu_sync(gpu);
+        (void)cudaStreamDestroy((cudaStream_t)gpu->stream);
+    }
+    cg__free_dbuf(gpu);
+    cg_governor_free_on(gpu->gov, &cg__pinned_backend, CG_MEM_CAT_FUSION,
+                        gpu->pbuf, gpu->pbuf_len);
+    cg_governor_free_on(gpu->gov, &cg__pinned_backend, CG_MEM_CAT_STAGING,
+                        gpu->stage, gpu->stage_len);
+    cg_governor_free(gpu->gov, CG_MEM_CAT_CONTROL, gpu, sizeof(*gpu));
+}
+
+#else /* !CG_HAVE_CUDA */
+
+cg_status_t cg_hvd_gpu_check(cg_hvd_gpu_t *gpu, const char *what,
+                             const char *name, int device)
+{
+    (void)gpu;
+    return cg_error_set(CG_ERR_UNSUPPORTED, "%s of tensor '%s': it is on "
+                        "CUDA device %d, but collguard was built without "
+                        "CUDA (rebuild with the CUDA toolkit, or copy the "
+                        "tensor to the CPU first)", what, name, device);
+}
+
+cg_status_t cg__hvd_gpu_start(cg_hvd_gpu_t *gpu)
+{
+    (void)gpu;
+    return cg_error_set(CG_ERR_UNSUPPORTED, "collguard was built without "
+                        "CUDA");
+}
+
+size_t cg_hvd_gpu_prepare(cg_hvd_gpu_t *gpu, size_t want)
+{
+    (void)gpu;
+    return want;
+}
+
+cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu)
+{
+    return cg__hvd_gpu_start(gpu);
+}
+
+cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
+                            size_t bytes)
+{
+    (void)dst;
+    (void)src;
+    (void)bytes;
+    return cg__hvd_gpu_start(gpu);
+}
+
+cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu)
+{
+    (void)gpu;
+    return CG_OK;
+}
+
+void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu)
+{
+    if (gpu != NULL)
+        cg_governor_free(gpu->gov, CG_MEM_CAT_CONTROL, gpu, sizeof(*gpu));
+}
+
+#endif

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * CUDA memory of the Horovod shim's core: the enqueue-time device check,
+ * the governed CUDA fusion buffer (device memory, shrunk on allocation
+ * failure, pinned host memory when even CG_FUSION_MIN cannot be had), a
+ * pinned staging buffer reused for host backends, copies on a dedicated
+ * non-blocking stream, and collectives on CUDA buffers (NCCL direct, host
+ * backends staged). Built without CUDA, every entry point still exists
+ * and device tensors are refused.
+ * Background thread only, except cg_hvd_gpu_check. Layer: core/backend.
+ */
+#ifndef CG_CORE_HVD_GPU_H
+#define CG_CORE_HVD_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "collguard/status.h"
+#include "collguard/types.h"
+#include "core/backend/hvd_backend.h"
+
+typedef struct cg_hvd_core cg_hvd_core_t;
+typedef struct cg_hvd_gpu cg_hvd_gpu_t;
+
+/* At core create: the state, no CUDA call yet (a CPU-only job on a GPU
+ * node never creates a CUDA context). */
+cg_status_t cg_hvd_gpu_create(cg_hvd_core_t *core, cg_hvd_gpu_t **gpu_p);
+/* Frees the buffers and the stream. NULL is a no-op. */
+void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu);
+
+/* Any thread, at enqueue of a tensor on CUDA device `device` (>= 0):
+ * CG_OK when this build has CUDA, the device exists and it is the one
+ * device this process uses (the first CUDA tensor picks it); otherwise
+ * CG_ERR_UNSUPPORTED (built without CUDA), CG_ERR_NO_DEVICE (no usable
+ * GPU) or CG_ERR_INVALID_PARAM, with what/name in the message. */
+cg_status_t cg_hvd_gpu_check(cg_hvd_gpu_t *gpu, const char *what,
+                             const char *name, int device);
+
+/* True once a CUDA tensor was enqueued on this rank. */
+bool cg_hvd_gpu_active(const cg_hvd_gpu_t *gpu);
+
+/* Before negotiation, with the host fusion size `want` of this cycle:
+ * when active, makes sure the stream exists and the CUDA fusion buffer
+ * holds up to `want` bytes, and returns its size (0: none could be had);
+ * when not active, returns want. The cycle offers min(host, this). */
+size_t cg_hvd_gpu_prepare(cg_hvd_gpu_t *gpu, size_t want);
+/* The CUDA fusion buffer (device memory, or pinned host memory after a
+ * fallback; either is usable by CUDA copies and NCCL). */
+void *cg_hvd_gpu_fbuf(const cg_hvd_gpu_t *gpu);
+size_t cg_hvd_gpu_fbuf_len(const cg_hvd_gpu_t *gpu);
+
+/* Queues a copy of bytes on the stream (any direction: cudaMemcpyDefault). */
+cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
+                            size_t bytes);
+/* Waits for the queued copies (bounded by CG_TIMEOUT). */
+cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu);
+/* The fusion code's copies of CUDA tensors. Into the CUDA fusion buffer
+ * the copy is queued (the collective waits for it); anywhere else it is
+ * waited for at once. A failure is kept and returned by the next
+ * collective (cg_hvd_gpu_allreduce/_broadcast), which marks its backend
+ * broken: a rank whose CUDA copies fail cannot keep in step. */
+void cg_hvd_gpu_copy_in(cg_hvd_gpu_t *gpu, void *dst, const void *src,
+                        size_t bytes);
+/* The failure cg_hvd_gpu_copy_in kept (its message in cg_last_error()),
+ * or CG_OK: for callers that run no GPU collective after their copies
+ * (allgather). */
+cg_status_t cg_hvd_gpu_copy_status(const cg_hvd_gpu_t *gpu);
+/* Out of the fusion buffer into a tensor: queued; the caller waits with
+ * cg_hvd_gpu_sync before completing the requests. The status of queueing
+ * the copy (or of a kept failure). */
+cg_status_t cg_hvd_gpu_copy_out(cg_hvd_gpu_t *gpu, void *dst,
+                                const void *src, size_t bytes);
+
+/* A collective on CUDA buffers through backend be: NCCL runs on them;
+ * host backends (COLLGUARD, MPI) run chunk by chunk (CG_CHUNK_SIZE bytes,
+ * the same on every rank) through the pinned staging buffer. */
+cg_status_t cg_hvd_gpu_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
+                                 const void *send, void *recv, size_t count,
+                                 cg_dtype_t dt, cg_redop_t op,
+                                 double prescale, double postscale);
+cg_status_t cg_hvd_gpu_broadcast(cg_hvd_gpu_t *gpu, cg_backend_t *be,
+                                 void *buf, size_t count, cg_dtype_t dt,
+                                 int root);
+
+/* buf[i] *= factor by the host kernels' rules (core/reduce/reduce.h), through
+ * the staging buffer: for the NCCL backend where NCCL has no exact op. */
+cg_status_t cg_hvd_gpu_host_scale(cg_hvd_gpu_t *gpu, void *buf,
+                                  size_t count, cg_dtype_t dt, double factor);
+
+/* The CUDA device this process uses (-1 before the first CUDA tensor). */
+int cg_hvd_gpu_device(const cg_hvd_gpu_t *gpu);
+
+/* True when the NCCL backend applies prescale/postscale of (dt, op)
+ * itself (floats with sum or average, folded into one NCCL op); for the
+ * other pairs cg_hvd_gpu_allreduce scales on the host around it. */
+bool cg_backend_nccl_scales(cg_dtype_t dt, cg_redop_t op);
+
+#endif

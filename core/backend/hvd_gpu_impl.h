@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The CUDA state of the Horovod shim's core, shared by hvd_gpu.c (device,
+ * stream, buffers, copies) and hvd_gpu_stage.c (collectives staged through
+ * pinned host memory). Private to those files and backend_nccl.c.
+ * Layer: core/backend.
+ */
+#ifndef CG_CORE_HVD_GPU_IMPL_H
+#define CG_CORE_HVD_GPU_IMPL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cg_build.h"
+#include "core/base/log.h"
+#include "core/governor/governor.h"
+#include "core/backend/hvd_gpu.h"
+
+#define CG_HVD_GPU_ALIGN 256 /* cudaMalloc's own alignment */
+/* Waits on the GPU poll without sleeping this long first (a sleep costs
+ * ~60 us of timer slack, more than most copies take). */
+#define CG_HVD_GPU_SPIN_NS 200000ull
+
+struct cg_hvd_gpu {
+    cg_governor_t *gov;
+    const cg_log_t *log;
+    int rank;
+    uint64_t timeout_ns;  /* CG_TIMEOUT */
+    size_t chunk;         /* staging chunk: CG_CHUNK_SIZE, same everywhere */
+    size_t fusion_min;    /* CG_FUSION_MIN */
+    atomic_int device;    /* -1 until the first CUDA tensor picks it */
+    atomic_int ndev;      /* devices seen (-1: not asked yet) */
+
+    /* Background thread only. */
+    void *stream;         /* cudaStream_t, non-blocking */
+    void *fbuf;           /* the CUDA fusion buffer: dbuf or pbuf */
+    size_t fbuf_len;
+    size_t want;          /* the size asked when fbuf was chosen */
+    void *dbuf;           /* device memory (CG_MEM_CAT_FUSION) */
+    size_t dbuf_len;
+    void *pbuf;           /* pinned fallback (FUSION), kept once made */
+    size_t pbuf_len;
+    void *stage;          /* pinned staging (CG_MEM_CAT_STAGING) */
+    size_t stage_len;
+    cg_status_t failed;   /* first failed copy (CG_OK: none) */
+    char failed_msg[256];
+};
+
+/* Sets the device and creates the stream the first time. */
+cg_status_t cg__hvd_gpu_start(cg_hvd_gpu_t *gpu);
+/* The pinned staging buffer, allocated the first time. */
+cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu);
+/* True when p lies in the pinned fallback buffer (host-accessible). */
+bool cg__hvd_gpu_host_ptr(const cg_hvd_gpu_t *gpu, const void *p);
+
+#endif

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Life of the Horovod shim's core: create (transport and communicator
+ * over the context's bootstrap, then the background thread), the thread's
+ * cycle (take the inbox, negotiate, execute, tick the governor, publish
+ * stats, sleep out CG_CYCLE_TIME) and destroy (a stop every rank agrees
+ * on, pending requests failed, everything freed). Layer: core/engine; calls
+ * transport/transport.h, core/coll/comm.h and the governor.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/base/clock.h"
+#include "core/base/error.h"
+#include "core/engine/hvd_core.h"
+#include "core/backend/hvd_gpu.h"
+#include "core/engine/hvd_metrics.h"
+#include "core/engine/hvd_timeline.h"
+
+/* Under the lock: whether the next cycle should start without waiting
+ * out CG_CYCLE_TIME. A thread blocked in cg_hvd_wait adds nothing more to
+ * this cycle's fusion window (a framework waits once its backward pass has
+ * enqueued everything), so waiting would only add latency; unless the last
+ * cycle made no progress and nothing new came: then the wait is for a name
+ * other ranks have not enqueued yet, and cycling faster would only spin. */
+static bool cg__hurry(const cg_hvd_core_t *core)
+{
+    return core->waiters > 0 &&
+           (core->progressed || !cg_list_empty(&core->inbox));
+}
+
+/* Under the lock: sleeps until t_end, a stop or a reason to hurry. */
+static void cg__sleep_until(cg_hvd_core_t *core, uint64_t t_end)
+{
+    struct timespec ts = {(time_t)(t_end / 1000000000ull),
+                          (long)(t_end % 1000000000ull)};
+    while (!core->stop && !cg__hurry(core) && cg_now_ns() < t_end)
+        pthread_cond_timedwait(&core->wake_cond, &core->lock, &ts);
+}
+
+/* The thread ends: enqueue fails from now on, pending requests too. */
+static void cg__die(cg_hvd_core_t *core, cg_status_t st, const char *msg)
+{
+    pthread_mutex_lock(&core->lock);
+    core->dead = true;
+    core->dead_status = st;
+    snprintf(core->dead_msg, sizeof(core->dead_msg), "%s", msg);
+    cg_hvd_stats_publish(core);
+    pthread_mutex_unlock(&core->lock);
+    cg_hvd_fail_all(core, st, msg);
+}
+
+void *cg_hvd_cycle_main(void *arg)
+{
+    cg_hvd_core_t *core = arg;
+    char msg[256];
+
+    for (;;) {
+        uint64_t t0 = cg_now_ns(), t1, t2;
+        cg_list_t *before = core->owned.prev;
+        size_t n_new = 0;
+        int stop_rank;
+        bool stop, progressed;
+        cg_status_t st;
+
+        pthread_mutex_lock(&core->lock);
+        /* In one move: a thousand requests walked one by one cost tens of
+         * microseconds of cache misses on the critical path. */
+        n_new = core->inbox_len;
+        core->inbox_len = 0;
+        cg_list_splice_tail(&core->owned, &core->inbox);
+        stop = core->stop;
+        pthread_mutex_unlock(&core->lock);
+
+        cg_hvd_tl_cycle_start(core);
+        t1 = cg_now_ns();
+        st = cg_hvd_negotiate(core, before->next, n_new, stop, &stop_rank);
+        t2 = cg_now_ns();
+        core->tstats.negotiate_ns += t2 - t1;
+        if (st == CG_OK && stop_rank >= 0) {
+            snprintf(msg, sizeof(msg), "the collective core was shut down "
+                     "(rank %d called cg_hvd_core_destroy) with this request "
+                     "pending", stop_rank);
+            cg__die(core, CG_ERR_CANCELED, msg);
+            break;
+        }
+        progressed = n_new > 0 || core->ready_len > 0;
+        if (st == CG_OK)
+            st = cg_hvd_execute(core);
+        core->tstats.execute_ns += cg_now_ns() - t2;
+        if (st != CG_OK) {
+            snprintf(msg, sizeof(msg), "collective failed, the job cannot "
+                     "continue: %s", cg_last_error());
+            cg_error(core->log, "%s", msg);
+            cg__die(core, st, msg);
+            break;
+        }
+        (void)cg_governor_tick(core->gov);
+        cg_hvd_metrics_tick(core);
+        cg_hvd_tl_cycle_end(core);
+        pthread_mutex_lock(&core->lock);
+        cg_hvd_stats_publish(core);
+        core->progressed = progressed;
+        /* After a cycle that ran something, a whole window from now (not
+         * from its start): a cycle that overran would otherwise start at
+         * once and cut the next batch in two while it is being enqueued. */
+        cg__sleep_until(core, (progressed ? cg_now_ns() : t0) +
+                                  core->cycle_ns);
+        pthread_mutex_unlock(&core->lock);
+    }
+    return NULL;
+}
+
+static cg_status_t cg__sync_init(cg_hvd_core_t *core)
+{
+    pthread_condattr_t ca;
+
+    if (pthread_condattr_init(&ca) != 0)
+        return cg_error_set(CG_ERR_NO_MEMORY, "pthread_condattr_init: %m");
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&core->lock, NULL);
+    pthread_cond_init(&core->done_cond, NULL);
+    pthread_cond_init(&core->wake_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return CG_OK;
+}
+
+static void cg__free_buffers(cg_hvd_core_t *core)
+{
+    cg_hvd_table_free(core);
+    cg_hvd_fusion_release(core);
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->xbuf,
+                     core->xbuf_len);
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->ready,
+                     core->ready_cap * sizeof(*core->ready));
+    cg_hvd_stage_release(core);
+    while (!cg_list_empty(&core->warned)) {
+        cg_list_t *l = core->warned.next;
+        cg_list_del(l);
+        cg_governor_free(core->gov, CG_MEM_CAT_CONTROL,
+                         cg_list_entry(l, cg_hvd_name_t, link),
+                         sizeof(cg_hvd_name_t));
+    }
+}
+
+static cg_status_t cg__connect(cg_hvd_core_t *core)
+{
+    const cg_config_t *cfg = &core->ctx->cfg;
+    cg_bootstrap_t *bs = core->ctx->bs;
+    cg_transport_params_t tp = {cfg->transport, cg_bootstrap_cookie(bs),
+                                core->rank, cfg->timeout_ns,
+                                cfg->socket_ifname, cfg->socket_nsocks,
+                                core->log, cg_governor_mem_ops(core->gov),
+                                cfg->ucx_shm_zcopy};
+    cg_comm_params_t cp = {bs, NULL, core->gov, cfg, core->log};
+    cg_status_t st;
+
+    st = cg_transport_create(&tp, &core->tp);
+    if (st != CG_OK)
+        return st;
+    cp.tp = core->tp;
+    st = cg_comm_create(&cp, &core->comm);
+    if (st != CG_OK) {
+        cg_transport_destroy(core->tp);
+        core->tp = NULL;
+    }
+    return st;
+}
+
+cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
+{
+    cg_hvd_core_t *core;
+    cg_status_t st;
+
+    if (ctx == NULL || core_p == NULL || ctx->bs == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "cg_hvd_core_create: needs "
+                            "a context created with CG_CTX_PARAM_BOOTSTRAP "
+                            "and a non-NULL core_p");
+    st = cg_governor_alloc(ctx->gov, CG_MEM_CAT_CONTROL, sizeof(*core),
+                           (void **)&core);
+    if (st != CG_OK)
+        return st;
+    memset(core, 0, sizeof(*core));
+    core->ctx = ctx;
+    core->gov = ctx->gov;
+    core->log = &ctx->log;
+    core->rank = cg_bootstrap_rank(ctx->bs);
+    core->size = cg_bootstrap_size(ctx->bs);
+    core->cycle_ns = ctx->cfg.cycle_time_ns;
+    core->dup_policy = (cg_dup_policy_t)ctx->cfg.duplicate_policy;
+    cg_list_init(&core->inbox);
+    cg_hvd_queue_init(core);
+    for (int b = 0; b < CG_HVD_BUCKETS; b++) {
+        cg_list_init(&core->registry[b]);
+        cg_list_init(&core->tab_buckets[b]);
+    }
+    cg_list_init(&core->warned);
+    cg_list_init(&core->owned);
+    cg_list_init(&core->table);
+    st = cg_hvd_gpu_create(core, &core->gpu);
+    if (st != CG_OK)
+        goto err_free;
+    st = cg__sync_init(core);
+    if (st != CG_OK)
+        goto err_free;
+    st = cg_hvd_metrics_start(core);
+    if (st != CG_OK)
+        goto err_sync;
+    st = cg__connect(core);
+    if (st != CG_OK)
+        goto err_metrics;
+    st = cg_hvd_backends_create(core);
+    if (st != CG_OK)
+        goto err_comm;
+    cg_hvd_timeline_init(core);
+    if (pthread_create(&core->thread, NULL, cg_hvd_cycle_main, core) != 0) {
+        st = cg_error_set(CG_ERR_NO_MEMORY, "cg_hvd_core_create: "
+                          "pthread_create: %m");
+        goto err_backends;
+    }
+    cg_info(core->log, "hvd core ready: %d ranks, cycle %.3f ms, transport "
+            "%s", core->size, core->cycle_ns / 1e6,
+            cg_transport_name(core->tp));
+    *core_p = core;
+    return CG_OK;
+
+err_backends:
+    cg_hvd_timeline_fini(core);
+    cg_hvd_backends_destroy(core);
+err_comm:
+    cg_comm_destroy(core->comm);
+    cg_transport_destroy(core->tp);
+err_metrics:
+    cg_hvd_metrics_stop(core, false);
+err_sync:
+    pthread_cond_destroy(&core->wake_cond);
+    pthread_cond_destroy(&core->done_cond);
+    pthread_mutex_destroy(&core->lock);
+err_free:
+    cg_hvd_gpu_destroy(core->gpu);
+    cg_governor_free(ctx->gov, CG_MEM_CAT_CONTROL, core, sizeof(*core));
+    return st;
+}
+
+void cg_hvd_core_destroy(cg_hvd_core_h core)
+{
+    if (core == NULL)
+        return;
+    pthread_mutex_lock(&core->lock);
+    core->stop = true;
+    pthread_cond_broadcast(&core->wake_cond);
+    pthread_mutex_unlock(&core->lock);
+    pthread_join(core->thread, NULL);
+    cg_hvd_timeline_fini(core);
+    cg_hvd_fail_all(core, CG_ERR_CANCELED, "the collective core was shut "
+                    "down with this request pending");
+    cg_hvd_queue_fini(core);
+    cg_hvd_metrics_stop(core, true);
+    cg__free_buffers(core);
+    cg_hvd_backends_destroy(core);
+    cg_hvd_gpu_destroy(core->gpu);
+    cg_comm_destroy(core->comm);
+    cg_transport_destroy(core->tp);
+    pthread_cond_destroy(&core->wake_cond);
+    pthread_cond_destroy(&core->done_cond);
+    pthread_mutex_destroy(&core->lock);
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core, sizeof(*core));
+}

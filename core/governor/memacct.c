@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Per-category accounting of every byte the governor hands out, over a raw
+ * backend (posix_memalign by default), with CG_FAULT_ALLOC injection on
+ * buffer categories. Lock-free: counters are C11 atomics, so any thread may
+ * allocate and free. Layer: core/governor; calls core/base (log) only.
+ */
+#include "core/governor/memacct.h"
+
+#include <stdlib.h>
+
+#include "core/base/parse.h"
+
+static const char *const cg__mem_cat_names[CG_MEM_CAT_COUNT] = {
+    [CG_MEM_CAT_FUSION] = "fusion",
+    [CG_MEM_CAT_RING] = "ring",
+    [CG_MEM_CAT_STAGING] = "staging",
+    [CG_MEM_CAT_REGISTRATION] = "registration",
+    [CG_MEM_CAT_CONTROL] = "control",
+};
+
+const char *cg_mem_cat_name(cg_mem_cat_t cat)
+{
+    if ((unsigned)cat >= CG_MEM_CAT_COUNT)
+        return "unknown";
+    return cg__mem_cat_names[cat];
+}
+
+static void *cg__host_alloc(void *arg, size_t size)
+{
+    void *ptr = NULL;
+    (void)arg;
+    if (posix_memalign(&ptr, CG_MEM_HOST_ALIGN, size) != 0)
+        return NULL;
+    return ptr;
+}
+
+static void cg__host_free(void *arg, void *ptr, size_t size)
+{
+    (void)arg;
+    (void)size;
+    free(ptr);
+}
+
+cg_mem_backend_t cg_mem_backend_host(void)
+{
+    cg_mem_backend_t b = {cg__host_alloc, cg__host_free, NULL};
+    return b;
+}
+
+void cg_memacct_init(cg_memacct_t *acct, const cg_mem_backend_t *backend,
+                     uint64_t fault_every)
+{
+    if (backend != NULL && backend->alloc != NULL)
+        acct->backend = *backend;
+    else
+        acct->backend = cg_mem_backend_host();
+    acct->fault_every = fault_every;
+    atomic_init(&acct->buffer_attempts, 0);
+    atomic_init(&acct->failures, 0);
+    atomic_init(&acct->injected, 0);
+    for (int c = 0; c < CG_MEM_CAT_COUNT; c++) {
+        atomic_init(&acct->current[c], 0);
+        atomic_init(&acct->peak[c], 0);
+    }
+}
+
+uint64_t cg_memacct_cleanup(cg_memacct_t *acct, const cg_log_t *log)
+{
+    uint64_t total = 0;
+    char buf[32];
+
+    for (int c = 0; c < CG_MEM_CAT_COUNT; c++) {
+        uint64_t live = atomic_load(&acct->current[c]);
+        if (live == 0)
+            continue;
+        total += live;
+        cg_warn(log, "memory governor destroyed with %s of %s memory still "
+                "allocated", cg_format_size(live, buf, sizeof(buf)),
+                cg_mem_cat_name(c));
+    }
+    return total;
+}
+
+/* True when this buffer allocation is the Nth one that CG_FAULT_ALLOC=N
+ * fails. CONTROL allocations are never injected. */
+static int cg__memacct_inject(cg_memacct_t *acct, cg_mem_cat_t cat)
+{
+    uint64_t n;
+
+    if (cat == CG_MEM_CAT_CONTROL)
+        return 0;
+    n = atomic_fetch_add(&acct->buffer_attempts, 1) + 1;
+    return acct->fault_every != 0 && n % acct->fault_every == 0;
+}
+
+static void cg__memacct_raise_peak(cg_memacct_t *acct, cg_mem_cat_t cat,
+                                   uint64_t now)
+{
+    uint64_t peak = atomic_load(&acct->peak[cat]);
+    while (now > peak &&
+           !atomic_compare_exchange_weak(&acct->peak[cat], &peak, now))
+        ;
+}
+
+void *cg_memacct_alloc(cg_memacct_t *acct, cg_mem_cat_t cat, size_t size,
+                       int *injected_p)
+{
+    return cg_memacct_alloc_on(acct, NULL, cat, size, injected_p);
+}
+
+void *cg_memacct_alloc_on(cg_memacct_t *acct, const cg_mem_backend_t *backend,
+                          cg_mem_cat_t cat, size_t size, int *injected_p)
+{
+    const cg_mem_backend_t *be = backend != NULL ? backend : &acct->backend;
+    int injected = cg__memacct_inject(acct, cat);
+    void *ptr = NULL;
+    uint64_t now;
+
+    if (!injected && size > 0)
+        ptr = be->alloc(be->arg, size);
+    if (injected_p != NULL)
+        *injected_p = injected;
+    if (ptr == NULL) {
+        atomic_fetch_add(&acct->failures, 1);
+        if (injected)
+            atomic_fetch_add(&acct->injected, 1);
+        return NULL;
+    }
+    now = atomic_fetch_add(&acct->current[cat], size) + size;
+    cg__memacct_raise_peak(acct, cat, now);
+    return ptr;
+}
+
+void cg_memacct_free(cg_memacct_t *acct, cg_mem_cat_t cat, void *ptr,
+                     size_t size)
+{
+    cg_memacct_free_on(acct, NULL, cat, ptr, size);
+}
+
+void cg_memacct_free_on(cg_memacct_t *acct, const cg_mem_backend_t *backend,
+                        cg_mem_cat_t cat, void *ptr, size_t size)
+{
+    const cg_mem_backend_t *be = backend != NULL ? backend : &acct->backend;
+
+    if (ptr == NULL)
+        return;
+    be->free(be->arg, ptr, size);
+    atomic_fetch_sub(&acct->current[cat], size);
+}
+
+uint64_t cg_memacct_current(const cg_memacct_t *acct, cg_mem_cat_t cat)
+{
+    return atomic_load(&((cg_memacct_t *)acct)->current[cat]);
+}
+
+uint64_t cg_memacct_peak(const cg_memacct_t *acct, cg_mem_cat_t cat)
+{
+    return atomic_load(&((cg_memacct_t *)acct)->peak[cat]);
+}
+
+uint64_t cg_memacct_failures(const cg_memacct_t *acct)
+{
+    return atomic_load(&((cg_memacct_t *)acct)->failures);
+}
+
+uint64_t cg_memacct_injected(const cg_memacct_t *acct)
+{
+    return atomic_load(&((cg_memacct_t *)acct)->injected);
+}
