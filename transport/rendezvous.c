@@ -5,7 +5,7 @@
  * the job cookie); other ranks dial it, retrying until rank 0 listens.
  * Layer: transport; calls transport/sock, transport/handshake, core/base.
  */
-#include "transport/rendezvous_int.h"
+#include "transport/rendezvous_impl.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

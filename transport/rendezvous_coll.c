@@ -7,7 +7,7 @@
  * reason, so every rank fails with the same cause instead of hanging.
  * Layer: transport; calls transport/sock and core/base.
  */
-#include "transport/rendezvous_int.h"
+#include "transport/rendezvous_impl.h"
 
 #include <poll.h>
 #include <stdio.h>

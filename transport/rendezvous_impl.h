@@ -5,8 +5,8 @@
  * Private to the rendezvous.
  * Layer: transport.
  */
-#ifndef CG_TRANSPORT_RENDEZVOUS_INT_H
-#define CG_TRANSPORT_RENDEZVOUS_INT_H
+#ifndef CG_TRANSPORT_RENDEZVOUS_IMPL_H
+#define CG_TRANSPORT_RENDEZVOUS_IMPL_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * error), and rank 0's best-effort ABORT to every rank.
  * Layer: transport; calls transport/sock and core/base.
  */
-#include "transport/rendezvous_int.h"
+#include "transport/rendezvous_impl.h"
 
 #include <stdio.h>
 #include <string.h>

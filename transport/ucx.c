@@ -6,7 +6,7 @@
  * cg_tp_wait's spin-then-sleep. Connections live in ucx_conn.c, requests
  * in ucx_req.c. Layer: transport; calls UCX and core/base only.
  */
-#include "transport/ucx_int.h"
+#include "transport/ucx_impl.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * Layer: transport; calls UCX, transport/sock, transport/handshake and
  * core/base only.
  */
-#include "transport/ucx_int.h"
+#include "transport/ucx_impl.h"
 
 #include <errno.h>
 #include <stdio.h>

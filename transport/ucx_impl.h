@@ -6,8 +6,8 @@
  * and ucx_req.c (tag send/receive and request lifetime). Layer: transport;
  * calls UCX, transport/sock, transport/handshake and core/base only.
  */
-#ifndef CG_TRANSPORT_UCX_INT_H
-#define CG_TRANSPORT_UCX_INT_H
+#ifndef CG_TRANSPORT_UCX_IMPL_H
+#define CG_TRANSPORT_UCX_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -6,7 +6,7 @@
  * the rest, and handing handshaked conns to cg_tp_accept. Layer: transport;
  * calls UCX, transport/sock, transport/handshake and core/base only.
  */
-#include "transport/ucx_int.h"
+#include "transport/ucx_impl.h"
 
 #include <string.h>
 

@@ -9,7 +9,7 @@
  * a receiver from reading a send its sender gave up on.
  * Layer: transport; calls UCX, the socket API and core/base only.
  */
-#include "transport/ucx_int.h"
+#include "transport/ucx_impl.h"
 
 #include <fcntl.h>
 #include <stdio.h>

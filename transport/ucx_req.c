@@ -7,7 +7,7 @@
  * may still be owned by UCX for a while; it is freed when both are done.
  * Layer: transport; calls UCX and core/base only.
  */
-#include "transport/ucx_int.h"
+#include "transport/ucx_impl.h"
 
 #include <string.h>
 

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "tests/transport/test_ucx_util.h"
-#include "transport/ucx_int.h" /* handle layout: magic, packed address */
+#include "transport/ucx_impl.h" /* handle layout: magic, packed address */
 
 static double now_s(void)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "tests/transport/test_ucx_util.h"
-#include "transport/ucx_int.h" /* conn->err_none, cg__ucx_mode_* */
+#include "transport/ucx_impl.h" /* conn->err_none, cg__ucx_mode_* */
 
 #define BIG ((16u << 20) + 3)
 
