@@ -33,30 +33,34 @@ typedef struct {
     const char *defval;
     size_t offset;
     const char *const *enum_names; /* CG__T_ENUM: index = value */
-    int64_t min, max;              /* CG__T_INT bounds */
+    int64_t min, max;              /* CG__T_INT bounds; CG__T_ENUM: max > 0
+                                      accepts only the values below it */
     uint64_t bare_unit_ns;         /* CG__T_DURATION: unit of a bare number */
     const char *doc;
 } cg__field_t;
 
 #define CG__OFF(f) offsetof(cg_config_t, f)
 
-static const char *const cg__log_levels[] = {"none", "error", "warn", "info",
-                                             "debug", "trace", NULL};
-static const char *const cg__probes[] = {"auto", "host", "cuda", NULL};
-static const char *const cg__transports[] = {"auto", "ucx", "socket", NULL};
-static const char *const cg__algos[] = {"auto", "ring", "rd", "shm", NULL};
-static const char *const cg__dup_policies[] = {"coalesce", "error", NULL};
-/* Index = cg_backend_kind_t (core/backend/hvd_backend.h); any case accepted. */
-static const char *const cg__cpu_ops[] = {"COLLGUARD", "MPI", NULL};
-static const char *const cg__gpu_ops[] = {"COLLGUARD", "MPI", "NCCL", "AUTO",
-                                          NULL};
+/* The accepted names of the enum variables, index = value, from each
+ * enum's one list (config.h, core/base/enum.h, collguard/log.h). */
+#define LOG_LEVEL_NAME(e, name, tag) name,
+static const char *const log_levels[] = {CG_LOG_LEVEL_MAP(LOG_LEVEL_NAME) NULL};
+#undef LOG_LEVEL_NAME
+static const char *const probes[] = {CG_MEM_PROBE_MAP(CG_ENUM_NAME) NULL};
+static const char *const transports[] = {CG_TRANSPORT_KIND_MAP(CG_ENUM_NAME)
+                                         NULL};
+static const char *const algos[] = {CG_COLL_ALGO_MAP(CG_ENUM_NAME) NULL};
+static const char *const dup_policies[] = {CG_DUP_POLICY_MAP(CG_ENUM_NAME)
+                                           NULL};
+static const char *const backends[] = {CG_BACKEND_KIND_MAP(CG_ENUM_NAME)
+                                       NULL};
 
 static const cg__field_t cg__fields[CG_CFG_COUNT] = {
     {CG_CFG_LOG_LEVEL, "CG_LOG_LEVEL", {NULL, NULL}, CG__T_ENUM, "warn",
-     CG__OFF(log_level), cg__log_levels, 0, 0, 0,
+     CG__OFF(log_level), log_levels, 0, 0, 0,
      "Log verbosity: none, error, warn, info, debug, trace."},
     {CG_CFG_MEM_PROBE, "CG_MEM_PROBE", {NULL, NULL}, CG__T_ENUM, "auto",
-     CG__OFF(mem_probe), cg__probes, 0, 0, 0,
+     CG__OFF(mem_probe), probes, 0, 0, 0,
      "Memory the governor watches: auto (the current GPU when CUDA sees one, "
      "else host), host, cuda."},
     {CG_CFG_MEM_RESERVE, "CG_MEM_RESERVE", {NULL, NULL}, CG__T_SIZE_OR_FRAC,
@@ -118,7 +122,7 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "Testing: the Horovod shim's Nth allreduce or broadcast on this rank "
      "fails as if its backend broke (an MPI or NCCL error; 0: off)."},
     {CG_CFG_TRANSPORT, "CG_TRANSPORT", {NULL, NULL}, CG__T_ENUM, "auto",
-     CG__OFF(transport), cg__transports, 0, 0, 0,
+     CG__OFF(transport), transports, 0, 0, 0,
      "Point-to-point transport: auto (UCX when built in), ucx, socket."},
     {CG_CFG_TIMEOUT, "CG_TIMEOUT", {NULL, NULL}, CG__T_DURATION, "30s",
      CG__OFF(timeout_ns), NULL, 0, 0, 1000000000ull,
@@ -142,7 +146,7 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "0: UCX peer error handling on every endpoint. Must match on all "
      "ranks of a host to take effect."},
     {CG_CFG_ALGO, "CG_ALGO", {NULL, NULL}, CG__T_ENUM, "auto",
-     CG__OFF(algo), cg__algos, 0, 0, 0,
+     CG__OFF(algo), algos, 0, 0, 0,
      "Collective algorithm: auto (AllReduce through shared memory when "
      "every rank is on one host, else by size: recursive doubling / "
      "binomial tree up to 64KiB, ring / pipelined chain above), ring, rd, "
@@ -170,7 +174,7 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "Horovod shim: period of the background cycle that negotiates and "
      "runs ready collectives (bare number: ms, as Horovod)."},
     {CG_CFG_DUPLICATE_POLICY, "CG_DUPLICATE_POLICY", {NULL, NULL},
-     CG__T_ENUM, "coalesce", CG__OFF(duplicate_policy), cg__dup_policies, 0,
+     CG__T_ENUM, "coalesce", CG__OFF(duplicate_policy), dup_policies, 0,
      0, 0,
      "Horovod shim: a second enqueue of a name still in flight with the "
      "same buffer, size and op: coalesce (reduced once, both handles "
@@ -211,14 +215,14 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "least 10ms)."},
     {CG_CFG_CPU_OPERATIONS, "CG_CPU_OPERATIONS",
      {"HOROVOD_CPU_OPERATIONS", NULL}, CG__T_ENUM, "COLLGUARD",
-     CG__OFF(cpu_operations), cg__cpu_ops, 0, 0, 0,
+     CG__OFF(cpu_operations), backends, 0, CG_BACKEND_NCCL, 0,
      "Horovod shim: backend of host tensors: COLLGUARD (own collectives "
      "over CG_TRANSPORT, any launcher) or MPI (MPI_Allreduce/MPI_Bcast; "
      "needs a launch by mpirun). Any case; Horovod's GLOO and CCL are not "
      "available."},
     {CG_CFG_GPU_OPERATIONS, "CG_GPU_OPERATIONS",
      {"HOROVOD_GPU_OPERATIONS", NULL}, CG__T_ENUM, "AUTO",
-     CG__OFF(gpu_operations), cg__gpu_ops, 0, 0, 0,
+     CG__OFF(gpu_operations), backends, 0, 0, 0,
      "Horovod shim: backend of CUDA tensors: NCCL, MPI or COLLGUARD (both "
      "host-staged); AUTO: NCCL when built with NCCL, else COLLGUARD."},
     {CG_CFG_TIMELINE, "CG_TIMELINE", {"HOROVOD_TIMELINE", NULL},
@@ -240,6 +244,16 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "cycle."},
 };
 
+/* How many of an enum variable's names it accepts. */
+static int enum_count(const cg__field_t *f)
+{
+    int n = 0;
+
+    while (f->enum_names[n] != NULL && (f->max <= 0 || n < f->max))
+        n++;
+    return n;
+}
+
 static const char *cg__accepted_form(const cg__field_t *f, char *buf,
                                      size_t len)
 {
@@ -247,7 +261,7 @@ static const char *cg__accepted_form(const cg__field_t *f, char *buf,
     case CG__T_ENUM: {
         size_t n = 0;
         buf[0] = '\0';
-        for (int i = 0; f->enum_names[i] != NULL; i++)
+        for (int i = 0; i < enum_count(f); i++)
             n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s%s",
                                   i ? ", " : "one of ", f->enum_names[i]);
         return buf;
@@ -282,7 +296,7 @@ static bool cg__parse_field(const cg__field_t *f, const char *value,
 
     switch (f->type) {
     case CG__T_ENUM:
-        for (int i = 0; f->enum_names[i] != NULL; i++) {
+        for (int i = 0; i < enum_count(f); i++) {
             if (strcasecmp(value, f->enum_names[i]) == 0) {
                 *(int *)dst = i;
                 return true;

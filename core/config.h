@@ -16,27 +16,49 @@
 
 #include "collguard/status.h"
 #include "core/base/log.h"
-#include "transport/transport.h" /* cg_transport_kind_t */
+#include "core/base/enum.h"
 
-typedef enum {
-    CG_MEM_PROBE_AUTO = 0, /* CUDA when a GPU is usable, else host */
-    CG_MEM_PROBE_HOST = 1,
-    CG_MEM_PROBE_CUDA = 2
-} cg_mem_probe_kind_t;
+/* The choices of the table's enum variables, one name list each
+ * (core/base/enum.h); the names are what the variables accept (any case). */
 
-/* CG_ALGO: how collectives pick their algorithm. */
-typedef enum {
-    CG_COLL_ALGO_AUTO = 0, /* by message size */
-    CG_COLL_ALGO_RING = 1, /* ring AllReduce, pipelined chain Broadcast */
-    CG_COLL_ALGO_RD = 2,   /* recursive doubling, binomial-tree Broadcast */
-    CG_COLL_ALGO_SHM = 3   /* shared-memory AllReduce (all ranks on a host) */
-} cg_coll_algo_t;
+/* CG_MEM_PROBE: auto (CUDA when a GPU is usable, else host), host, cuda. */
+#define CG_MEM_PROBE_MAP(X)      \
+    X(CG_MEM_PROBE_AUTO, "auto") \
+    X(CG_MEM_PROBE_HOST, "host") \
+    X(CG_MEM_PROBE_CUDA, "cuda")
+typedef enum { CG_MEM_PROBE_MAP(CG_ENUM_ITEM) } cg_mem_probe_kind_t;
+CG_ENUM_NAME_FN(cg_mem_probe_name, cg_mem_probe_kind_t, CG_MEM_PROBE_MAP)
 
-/* CG_DUPLICATE_POLICY: a second enqueue of a name in flight. */
-typedef enum {
-    CG_DUP_POLICY_COALESCE = 0, /* same buffer, size, op: reduce once */
-    CG_DUP_POLICY_ERROR = 1     /* always Horovod's ValueError */
-} cg_dup_policy_t;
+/* CG_ALGO: how collectives pick their algorithm. auto: by message size;
+ * ring: ring AllReduce, pipelined chain Broadcast; rd: recursive doubling,
+ * binomial-tree Broadcast; shm: shared-memory AllReduce (all ranks on one
+ * host). cg_allreduce_algo answers with one of RING, RD, SHM. */
+#define CG_COLL_ALGO_MAP(X)      \
+    X(CG_COLL_ALGO_AUTO, "auto") \
+    X(CG_COLL_ALGO_RING, "ring") \
+    X(CG_COLL_ALGO_RD, "rd")     \
+    X(CG_COLL_ALGO_SHM, "shm")
+typedef enum { CG_COLL_ALGO_MAP(CG_ENUM_ITEM) } cg_coll_algo_t;
+CG_ENUM_NAME_FN(cg_coll_algo_name, cg_coll_algo_t, CG_COLL_ALGO_MAP)
+
+/* CG_DUPLICATE_POLICY: a second enqueue of a name in flight. coalesce:
+ * same buffer, size, op: reduce once; error: always Horovod's ValueError. */
+#define CG_DUP_POLICY_MAP(X)              \
+    X(CG_DUP_POLICY_COALESCE, "coalesce") \
+    X(CG_DUP_POLICY_ERROR, "error")
+typedef enum { CG_DUP_POLICY_MAP(CG_ENUM_ITEM) } cg_dup_policy_t;
+
+/* CG_CPU_OPERATIONS / CG_GPU_OPERATIONS (HOROVOD_*): the shim's backend
+ * (core/backend/hvd_backend.h). AUTO (CUDA tensors only): NCCL when its
+ * backend is built in, else COLLGUARD. The host variable accepts the
+ * kinds before CG_BACKEND_NCCL. */
+#define CG_BACKEND_KIND_MAP(X)              \
+    X(CG_BACKEND_COLLGUARD, "COLLGUARD")    \
+    X(CG_BACKEND_MPI, "MPI")                \
+    X(CG_BACKEND_NCCL, "NCCL")              \
+    X(CG_BACKEND_AUTO, "AUTO")
+typedef enum { CG_BACKEND_KIND_MAP(CG_ENUM_ITEM) } cg_backend_kind_t;
+CG_ENUM_NAME_FN(cg_backend_kind_name, cg_backend_kind_t, CG_BACKEND_KIND_MAP)
 
 /* A size that may also be given as a fraction of total memory ("5%"). */
 typedef struct {
@@ -118,15 +140,15 @@ typedef struct cg_config {
     bool shm_calibrate;          /* large AllReduce: shm only if faster */
     int dynamic_process_sets;    /* Horovod ABI: add/remove allowed */
     uint64_t cycle_time_ns;      /* Horovod shim: background cycle */
-    int duplicate_policy;        /* cg_dup_policy_t */
+    cg_dup_policy_t duplicate_policy;
     int cache_capacity;          /* Horovod shim: response cache slots */
     uint64_t stall_check_ns;     /* stall warning after this long */
     uint64_t stall_shutdown_ns;  /* 0: never shut down on a stall */
     bool stall_check_disable;
     char metrics_file[256];      /* Prometheus textfile; "": none */
     uint64_t metrics_period_ns;  /* how often it is rewritten */
-    int cpu_operations;          /* cg_backend_kind_t: host tensors */
-    int gpu_operations;          /* cg_backend_kind_t: CUDA tensors */
+    cg_backend_kind_t cpu_operations; /* host tensors */
+    cg_backend_kind_t gpu_operations; /* CUDA tensors */
     char timeline[1024];         /* Chrome trace path, "DYNAMIC" or "" */
     bool timeline_mark_cycles;   /* CYCLE_START instants */
     uint64_t timeline_counter_period_ns; /* counter events; 0: per cycle */

@@ -19,7 +19,7 @@
 #include "core/base/error.h"
 #include "transport/rendezvous.h"
 #if CG_HAVE_MPI
-#include "transport/bootstrap_mpi.h"
+#include "transport/bootstrap_impl.h"
 #endif
 
 struct cg_bootstrap {

@@ -10,7 +10,7 @@
  * application initialized is never finalized here.
  * Layer: transport; calls MPI and core/base.
  */
-#include "transport/bootstrap_mpi.h"
+#include "transport/bootstrap_impl.h"
 
 #include <mpi.h>
 #include <stdio.h>

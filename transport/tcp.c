@@ -315,7 +315,7 @@ static cg_status_t cg__tcp_wait(cg_tp_req_t *super, size_t *size_p)
 }
 
 const cg_transport_ops_t cg_tcp_ops = {
-    .name = "socket",
+    .kind = CG_TRANSPORT_SOCKET,
     .create = cg__tcp_create,
     .destroy = cg__tcp_destroy,
     .listen = cg_tcp_listen,

@@ -62,9 +62,14 @@ void cg_transport_destroy(cg_transport_t *tp)
         tp->ops->destroy(tp);
 }
 
+cg_transport_kind_t cg_transport_kind(const cg_transport_t *tp)
+{
+    return tp->ops->kind;
+}
+
 const char *cg_transport_name(const cg_transport_t *tp)
 {
-    return tp->ops->name;
+    return cg_transport_kind_name(tp->ops->kind);
 }
 
 cg_status_t cg_tp_listen(cg_transport_t *tp, cg_tp_handle_t *handle_p,

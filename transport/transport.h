@@ -29,16 +29,11 @@
 #include <stdint.h>
 
 #include "collguard/status.h"
+#include "core/base/enum.h" /* cg_transport_kind_t */
 #include "core/base/log.h"
 #include "core/base/mem.h"
 
 #define CG_TP_HANDLE_MAX 128
-
-typedef enum {
-    CG_TRANSPORT_AUTO = 0,
-    CG_TRANSPORT_UCX = 1,
-    CG_TRANSPORT_SOCKET = 2
-} cg_transport_kind_t;
 
 typedef struct cg_tp_handle {
     uint8_t bytes[CG_TP_HANDLE_MAX];
@@ -68,7 +63,8 @@ typedef struct cg_transport_params {
 cg_status_t cg_transport_create(const cg_transport_params_t *params,
                                 cg_transport_t **tp_p);
 void cg_transport_destroy(cg_transport_t *tp);
-/* "ucx" or "socket". */
+/* CG_TRANSPORT_UCX or CG_TRANSPORT_SOCKET (never AUTO), and its name. */
+cg_transport_kind_t cg_transport_kind(const cg_transport_t *tp);
 const char *cg_transport_name(const cg_transport_t *tp);
 /* Names of the transports compiled into this build, comma-separated. */
 const char *cg_transport_built(void);

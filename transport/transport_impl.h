@@ -11,7 +11,7 @@
 #include "transport/transport.h"
 
 typedef struct cg_transport_ops {
-    const char *name;
+    cg_transport_kind_t kind; /* UCX or SOCKET */
     cg_status_t (*create)(const cg_transport_params_t *params,
                           cg_transport_t **tp_p);
     void (*destroy)(cg_transport_t *tp);

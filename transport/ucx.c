@@ -384,7 +384,7 @@ static void cg__ucx_destroy(cg_transport_t *super)
 }
 
 const cg_transport_ops_t cg_ucx_ops = {
-    .name = "ucx",
+    .kind = CG_TRANSPORT_UCX,
     .create = cg__ucx_create,
     .destroy = cg__ucx_destroy,
     .listen = cg__ucx_listen,

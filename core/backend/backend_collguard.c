@@ -77,7 +77,7 @@ static void cg__cgbe_destroy(cg_backend_t *super)
 }
 
 static const cg_backend_ops_t cg__cgbe_ops = {
-    .name = "collguard",
+    .kind = CG_BACKEND_COLLGUARD,
     .allreduce_activity = "COLLGUARD_ALLREDUCE",
     .broadcast_activity = "COLLGUARD_BCAST",
     .allreduce = cg__cgbe_allreduce,

@@ -240,7 +240,7 @@ static void cg__mpibe_destroy(cg_backend_t *super)
 }
 
 static const cg_backend_ops_t cg__mpibe_ops = {
-    .name = "mpi",
+    .kind = CG_BACKEND_MPI,
     .allreduce_activity = "MPI_ALLREDUCE",
     .broadcast_activity = "MPI_BCAST",
     .allreduce = cg__mpibe_allreduce,

@@ -334,7 +334,7 @@ static void cg__destroy(cg_backend_t *be)
 }
 
 static const cg_backend_ops_t cg__nccl_ops = {
-    .name = "nccl",
+    .kind = CG_BACKEND_NCCL,
     .allreduce_activity = "NCCL_ALLREDUCE",
     .broadcast_activity = "NCCL_BCAST",
     .allreduce = cg__allreduce,

@@ -24,15 +24,6 @@
 #include "core/governor/governor.h"
 #include "transport/bootstrap.h"
 
-/* Values of CG_CPU_OPERATIONS / CG_GPU_OPERATIONS (the config enums use
- * the same numbers; CG_BACKEND_AUTO only for the GPU variable). */
-typedef enum {
-    CG_BACKEND_COLLGUARD = 0,
-    CG_BACKEND_MPI = 1,
-    CG_BACKEND_NCCL = 2,
-    CG_BACKEND_AUTO = 3 /* NCCL when its backend is built in, else COLLGUARD */
-} cg_backend_kind_t;
-
 /* Where a backend's buffers live. */
 typedef enum {
     CG_BACKEND_MEM_HOST = 0,
@@ -42,7 +33,7 @@ typedef enum {
 typedef struct cg_backend cg_backend_t;
 
 typedef struct cg_backend_ops {
-    const char *name;           /* "collguard", "mpi", "nccl" */
+    cg_backend_kind_t kind;     /* COLLGUARD, MPI or NCCL */
     /* Timeline activity names: "COLLGUARD_ALLREDUCE", "MPI_BCAST", ... */
     const char *allreduce_activity;
     const char *broadcast_activity;
@@ -100,8 +91,6 @@ cg_status_t cg_backend_create(cg_backend_kind_t kind,
                               cg_backend_t **be_p);
 /* NULL is ignored. */
 void cg_backend_destroy(cg_backend_t *be);
-/* "COLLGUARD", "MPI", "NCCL", "AUTO" */
-const char *cg_backend_kind_name(cg_backend_kind_t kind);
 /* AUTO -> NCCL when the NCCL backend is built in, else COLLGUARD. */
 cg_backend_kind_t cg_backend_resolve(cg_backend_kind_t kind);
 

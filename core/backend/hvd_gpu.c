@@ -16,27 +16,27 @@
 #include "core/base/clock.h"
 #include "core/base/error.h"
 #include "core/base/parse.h"
-#include "core/engine/hvd_core.h"
 #include "core/governor/probe.h"
 
-cg_status_t cg_hvd_gpu_create(cg_hvd_core_t *core, cg_hvd_gpu_t **gpu_p)
+cg_status_t cg_hvd_gpu_create(cg_governor_t *gov, const cg_log_t *log,
+                              int rank, const cg_config_t *cfg,
+                              cg_hvd_gpu_t **gpu_p)
 {
     cg_hvd_gpu_t *gpu;
     cg_status_t st;
 
-    st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL, sizeof(*gpu),
+    st = cg_governor_alloc(gov, CG_MEM_CAT_CONTROL, sizeof(*gpu),
                            (void **)&gpu);
     if (st != CG_OK)
         return st;
     memset(gpu, 0, sizeof(*gpu));
-    gpu->gov = core->gov;
-    gpu->log = core->log;
-    gpu->rank = core->rank;
-    gpu->timeout_ns = core->ctx->cfg.timeout_ns;
-    gpu->chunk = core->ctx->cfg.chunk_size > 0
-                     ? (size_t)core->ctx->cfg.chunk_size
-                     : CG_HVD_GPU_ALIGN;
-    gpu->fusion_min = core->ctx->cfg.fusion_min;
+    gpu->gov = gov;
+    gpu->log = log;
+    gpu->rank = rank;
+    gpu->timeout_ns = cfg->timeout_ns;
+    gpu->chunk = cfg->chunk_size > 0 ? (size_t)cfg->chunk_size
+                                     : CG_HVD_GPU_ALIGN;
+    gpu->fusion_min = cfg->fusion_min;
     atomic_init(&gpu->device, -1);
     atomic_init(&gpu->ndev, -1);
     *gpu_p = gpu;

@@ -19,12 +19,14 @@
 #include "collguard/types.h"
 #include "core/backend/hvd_backend.h"
 
-typedef struct cg_hvd_core cg_hvd_core_t;
 typedef struct cg_hvd_gpu cg_hvd_gpu_t;
 
 /* At core create: the state, no CUDA call yet (a CPU-only job on a GPU
- * node never creates a CUDA context). */
-cg_status_t cg_hvd_gpu_create(cg_hvd_core_t *core, cg_hvd_gpu_t **gpu_p);
+ * node never creates a CUDA context). Memory from gov; cfg gives the
+ * timeout, the staging chunk and the fusion floor. */
+cg_status_t cg_hvd_gpu_create(cg_governor_t *gov, const cg_log_t *log,
+                              int rank, const cg_config_t *cfg,
+                              cg_hvd_gpu_t **gpu_p);
 /* Frees the buffers and the stream. NULL is a no-op. */
 void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu);
 

@@ -12,8 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const cg__level_names[] = {"NONE", "ERROR", "WARN",
-                                              "INFO", "DEBUG", "TRACE"};
+#define LEVEL_TAG(e, name, tag) tag,
+static const char *const level_names[] = {CG_LOG_LEVEL_MAP(LEVEL_TAG)};
+#undef LEVEL_TAG
 
 void cg_log_init(cg_log_t *log, cg_log_level_t level, int rank)
 {
@@ -41,11 +42,11 @@ void cg__log(const cg_log_t *log, cg_log_level_t level, const char *file,
     base = base ? base + 1 : file;
     if (log->rank >= 0)
         n = (size_t)snprintf(buf, sizeof(buf), "[collguard %d:%d] %s %s:%d ",
-                             log->rank, (int)getpid(), cg__level_names[level],
+                             log->rank, (int)getpid(), level_names[level],
                              base, line);
     else
         n = (size_t)snprintf(buf, sizeof(buf), "[collguard -:%d] %s %s:%d ",
-                             (int)getpid(), cg__level_names[level], base, line);
+                             (int)getpid(), level_names[level], base, line);
     if (n >= sizeof(buf))
         n = sizeof(buf) - 1;
     va_start(ap, fmt);

@@ -19,6 +19,7 @@
 
 #include "collguard/status.h"
 #include "collguard/types.h"
+#include "core/base/enum.h"
 #include "core/coll/comm.h"
 
 /* recvbuf[i] = postscale * (op over ranks of prescale * sendbuf[i]) for
@@ -93,11 +94,18 @@ cg_status_t cg_broadcast(cg_comm_t *comm, void *buf, size_t count,
 cg_status_t cg_allgatherv(cg_comm_t *comm, const void *sendbuf,
                           void *recvbuf, const size_t *bytes);
 
-/* The algorithm the ranks will use for this many bytes: "shm", "ring",
- * "rd", "chain", "tree" (the same on every rank; for tools and logs;
- * "shm" above 64 KiB until the first such AllReduce measured it, see
- * CG_SHM_CALIBRATE). */
-const char *cg_allreduce_algo(const cg_comm_t *comm, size_t bytes);
-const char *cg_broadcast_algo(const cg_comm_t *comm, size_t bytes);
+/* Broadcast's algorithms: a pipelined chain (large) or a binomial tree. */
+#define CG_BCAST_ALGO_MAP(X)      \
+    X(CG_BCAST_CHAIN, "chain")    \
+    X(CG_BCAST_TREE, "tree")
+typedef enum { CG_BCAST_ALGO_MAP(CG_ENUM_ITEM) } cg_bcast_algo_t;
+CG_ENUM_NAME_FN(cg_bcast_algo_name, cg_bcast_algo_t, CG_BCAST_ALGO_MAP)
+
+/* The algorithm the ranks will use for this many bytes, the same on every
+ * rank: AllReduce CG_COLL_ALGO_SHM, _RING or _RD (SHM above 64 KiB until
+ * the first such AllReduce measured it, see CG_SHM_CALIBRATE); Broadcast
+ * chain or tree. */
+cg_coll_algo_t cg_allreduce_algo(const cg_comm_t *comm, size_t bytes);
+cg_bcast_algo_t cg_broadcast_algo(const cg_comm_t *comm, size_t bytes);
 
 #endif

@@ -273,7 +273,7 @@ cg_status_t cg_allgatherv(cg_comm_t *comm, const void *sendbuf,
             memcpy(ag.recv, ag.own, bytes[r]);
         return CG_OK;
     }
-    piece = strcmp(cg_transport_name(cg_comm_transport(comm)), "socket") == 0
+    piece = cg_transport_kind(cg_comm_transport(comm)) == CG_TRANSPORT_SOCKET
                 ? CG__AG_SOCK_PIECE
                 : CG__AG_PIECE;
     /* Receive blocks r-1 .. r-n+1; send blocks r .. r-n+2. */

@@ -7,8 +7,9 @@
  * so the same on every rank) and always reduces the lower rank's data
  * first, so partners end with the same bits; its partner buffer is the
  * communicator's scratch. Staged allreduces (cg_allreduce_staged) go to
- * the ring piece by piece, to the others whole. Layer: core/coll; calls coll_xfer, coll_ring,
- * reduce, comm.
+ * the ring piece by piece, to the others whole (the staging helpers are
+ * in coll_stage.c). Layer: core/coll; calls coll_xfer, coll_stage,
+ * coll_ring, coll_pair, coll_shm, reduce, comm.
  */
 #include <math.h>
 #include <string.h>
@@ -28,22 +29,22 @@ static bool cg__use_shm(const cg_comm_t *comm, size_t bytes)
            (bytes <= CG_COLL_SMALL_BYTES || cg_comm_shm_large(comm) != 0);
 }
 
-const char *cg_allreduce_algo(const cg_comm_t *comm, size_t bytes)
+cg_coll_algo_t cg_allreduce_algo(const cg_comm_t *comm, size_t bytes)
 {
     if (cg__use_shm(comm, bytes))
-        return "shm";
+        return CG_COLL_ALGO_SHM;
     switch (cg_comm_algo(comm)) {
     case CG_COLL_ALGO_RING:
-        return "ring";
     case CG_COLL_ALGO_RD:
-        return "rd";
+        return cg_comm_algo(comm);
     case CG_COLL_ALGO_AUTO:
     case CG_COLL_ALGO_SHM:
         break;
     }
     if (cg_comm_size(comm) == 2)
-        return bytes <= CG_COLL_PAIR_BYTES ? "rd" : "ring";
-    return bytes <= CG_COLL_SMALL_BYTES ? "rd" : "ring";
+        return bytes <= CG_COLL_PAIR_BYTES ? CG_COLL_ALGO_RD
+                                           : CG_COLL_ALGO_RING;
+    return bytes <= CG_COLL_SMALL_BYTES ? CG_COLL_ALGO_RD : CG_COLL_ALGO_RING;
 }
 
 /* Real rank of a rank in the power-of-two group (rem ranks folded). */
@@ -171,56 +172,6 @@ static cg_status_t cg__allreduce_check(const cg_comm_t *comm,
     return CG_OK;
 }
 
-void cg_coll_fill_to(const cg_coll_staging_t *sg, size_t off, size_t len,
-                     void *dst)
-{
-    sg->stage->fill(sg->stage->arg, off, len, dst);
-    if (sg->prescale != 1.0)
-        cg_scale(dst, len / cg_dtype_size(sg->dt), sg->dt, sg->prescale);
-}
-
-void cg_coll_fill(const cg_coll_staging_t *sg, const void *p, size_t len)
-{
-    size_t off;
-
-    if (sg == NULL || len == 0)
-        return;
-    off = (size_t)((const uint8_t *)p - sg->base);
-    cg_coll_fill_to(sg, off, len, sg->base + off);
-}
-
-bool cg_coll_reduces_in(const cg_coll_staging_t *sg)
-{
-    return sg != NULL && sg->stage->reduce_in != NULL && sg->prescale == 1.0;
-}
-
-void cg_coll_reduce_in(const cg_coll_staging_t *sg, void *p, size_t len,
-                       const void *piece)
-{
-    cg_coll_reduce_in_to(sg, (size_t)((const uint8_t *)p - sg->base), len,
-                         piece, p);
-}
-
-void cg_coll_drain_from(const cg_coll_staging_t *sg, size_t off, size_t len,
-                        const void *src)
-{
-    if (len > 0)
-        sg->stage->drain(sg->stage->arg, off, len, src);
-}
-
-void cg_coll_reduce_in_to(const cg_coll_staging_t *sg, size_t off,
-                          size_t len, const void *piece, void *dst)
-{
-    sg->stage->reduce_in(sg->stage->arg, off, len, piece, dst);
-}
-
-void cg_coll_drain(const cg_coll_staging_t *sg, const void *p, size_t len)
-{
-    if (sg != NULL)
-        cg_coll_drain_from(sg, (size_t)((const uint8_t *)p - sg->base), len,
-                           p);
-}
-
 static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
                                      void *recvbuf, size_t count,
                                      cg_dtype_t dt, cg_redop_t op,
@@ -321,7 +272,7 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
         return st == CG_OK ? st : cg_coll_abort(cop, st);
     }
     ring = cg_comm_size(comm) > 1 &&
-           strcmp(cg_allreduce_algo(comm, bytes), "ring") == 0;
+           cg_allreduce_algo(comm, bytes) == CG_COLL_ALGO_RING;
     /* Caller's segments: the ring whatever the size (two ranks need not:
      * every algorithm adds two values the same way). */
     if (sg != NULL && sg->stage->segs != NULL && cg_comm_size(comm) > 2)
@@ -337,7 +288,7 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
         if (sendbuf != recvbuf)
             memcpy(recvbuf, sendbuf, bytes);
         st = cg_reduce_post(recvbuf, count, dt, op, 1, postscale);
-    } else if (strcmp(cg_allreduce_algo(comm, bytes), "rd") == 0) {
+    } else if (cg_allreduce_algo(comm, bytes) == CG_COLL_ALGO_RD) {
         st = cg_comm_size(comm) == 2
                  ? cg_pair_allreduce(cop, sendbuf, recvbuf, count, dt, op,
                                      postscale)

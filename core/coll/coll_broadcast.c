@@ -20,18 +20,18 @@
 #define CG__CHAIN_RECVS 4
 #define CG__CHAIN_SENDS 8
 
-const char *cg_broadcast_algo(const cg_comm_t *comm, size_t bytes)
+cg_bcast_algo_t cg_broadcast_algo(const cg_comm_t *comm, size_t bytes)
 {
     switch (cg_comm_algo(comm)) {
     case CG_COLL_ALGO_RING:
-        return "chain";
+        return CG_BCAST_CHAIN;
     case CG_COLL_ALGO_RD:
-        return "tree";
+        return CG_BCAST_TREE;
     case CG_COLL_ALGO_AUTO:
     case CG_COLL_ALGO_SHM: /* AllReduce only: broadcast by size */
         break;
     }
-    return bytes <= CG_COLL_SMALL_BYTES ? "tree" : "chain";
+    return bytes <= CG_COLL_SMALL_BYTES ? CG_BCAST_TREE : CG_BCAST_CHAIN;
 }
 
 static cg_status_t cg__bcast_tree(cg_coll_op_t *op, void *buf, size_t bytes,
@@ -133,7 +133,7 @@ cg_status_t cg_broadcast(cg_comm_t *comm, void *buf, size_t count,
                             "with count %zu", count);
     st = cg_coll_op_begin(cop, comm, "broadcast");
     if (st == CG_OK && count > 0 && cg_comm_size(comm) > 1) {
-        if (strcmp(cg_broadcast_algo(comm, bytes), "tree") == 0)
+        if (cg_broadcast_algo(comm, bytes) == CG_BCAST_TREE)
             st = cg__bcast_tree(cop, buf, bytes, root);
         else
             st = cg__bcast_chain(cop, buf, bytes, el, root);

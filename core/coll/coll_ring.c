@@ -100,22 +100,6 @@ typedef struct cg__ring_step {
     double postscale;
 } cg__ring_step_t;
 
-void cg_ring_seg(const size_t *segs, size_t count, int n, int s,
-                 size_t *off, size_t *cnt)
-{
-    size_t base = count / (size_t)n, rem = count % (size_t)n, us = (size_t)s;
-
-    if (segs != NULL) {
-        *off = 0;
-        for (int i = 0; i < s; i++)
-            *off += segs[i];
-        *cnt = segs[s];
-        return;
-    }
-    *off = us * base + (us < rem ? us : rem);
-    *cnt = base + (us < rem ? 1 : 0);
-}
-
 /* This operation's segment s (the caller's segments when staged with
  * them). */
 static void cg__ring_seg(const cg__ring_t *ring, size_t count, int s,
@@ -554,8 +538,8 @@ cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
         seg_max = cnt * ring.el > seg_max ? cnt * ring.el : seg_max;
     }
 
-    ring.sock = strcmp(cg_transport_name(cg_comm_transport(op->comm)),
-                       "socket") == 0;
+    ring.sock = cg_transport_kind(cg_comm_transport(op->comm)) ==
+                CG_TRANSPORT_SOCKET;
     ring.ag_piece = cg__ring_piece(&ring, seg_max);
     /* No piece is larger than this (see cg__ring_reduce_scatter). */
     piece_max = ring.ag_piece < seg_max ? ring.ag_piece : seg_max;

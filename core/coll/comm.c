@@ -12,8 +12,8 @@
 #include <sched.h>
 #include <string.h>
 
+#include "core/base/clock.h"
 #include "core/base/error.h"
-#include "core/coll/coll_impl.h"
 #include "core/coll/shm.h"
 
 struct cg_comm {

@@ -252,21 +252,35 @@ void cg_hvd_shape_str(const cg_hvd_wire_t *w, char *buf, size_t len);
 uint64_t cg_hvd_name_hash(const char *name);
 
 /* hvd_negotiate.c: one cycle's negotiation of the n_new requests of the
- * owned list starting at `first` (plus those a cache eviction sent back):
+ * owned list starting at `first` (plus those a cache eviction sent back),
+ * this rank offering a fusion buffer of `offer` bytes (the cycle asks
+ * cg_hvd_fusion_prepare; the agreed size is the minimum over ranks):
  * fills core->ready in the order every rank shares (cache hits in slot
  * order, then the full round's) and sets *stop_rank_p to the first rank
  * that asked to stop (-1: none). A stall shutdown agreed by every rank
  * returns CG_ERR_TIMEOUT naming the stalled tensors; any other failure
  * breaks the comm. */
 cg_status_t cg_hvd_negotiate(cg_hvd_core_t *core, cg_list_t *first,
-                             size_t n_new, bool stop, int *stop_rank_p);
-void cg_hvd_table_free(cg_hvd_core_t *core);
-void cg_hvd_entry_free(cg_hvd_core_t *core, cg_hvd_entry_t *e);
+                             size_t n_new, bool stop, size_t offer,
+                             int *stop_rank_p);
+/* Frees the negotiation state: the table, the entry pool, the cache, the
+ * announce queues (the requests they point to belong to the owned list). */
+void cg_hvd_negotiate_free(cg_hvd_core_t *core);
+
+/* hvd_table.c: the table's entries, their pool, and the growable vectors
+ * negotiation, the cache and the stall inspector fill. */
+cg_status_t cg_hvd_pool_create(cg_hvd_core_t *core);
+/* Frees the kept entries and the pool (no-op without one). */
+void cg_hvd_pool_destroy(cg_hvd_core_t *core);
 /* A table entry for w (first announced by `rank`), in core->table; in
  * the name buckets too when `bucket`. */
 cg_status_t cg_hvd_entry_new(cg_hvd_core_t *core, int rank,
                              const cg_hvd_wire_t *w, uint64_t hash,
                              bool bucket, cg_hvd_entry_t **e_p);
+/* Back into the pool while there is one, else freed. */
+void cg_hvd_entry_free(cg_hvd_core_t *core, cg_hvd_entry_t *e);
+/* Frees every entry of core->table. */
+void cg_hvd_table_clear(cg_hvd_core_t *core);
 cg_status_t cg_hvd_ready_push(cg_hvd_core_t *core, cg_hvd_entry_t *e);
 cg_status_t cg_hvd_reqv_push(cg_hvd_core_t *core, cg_hvd_reqv_t *v,
                              struct cg_hvd_req *req);
@@ -323,10 +337,6 @@ void cg_hvd_fusion_release(cg_hvd_core_t *core);
 /* Runs core->ready in order; a broken comm or backend returns its
  * status (the cycle then fails every pending request). */
 cg_status_t cg_hvd_execute(cg_hvd_core_t *core);
-/* Copies a tensor's bytes into host or fusion memory (cudaMemcpy for a
- * CUDA tensor, e->w.device >= 0; see cg_hvd_gpu_copy_in). */
-void cg_hvd_copy_in(cg_hvd_core_t *core, const cg_hvd_entry_t *e, void *dst,
-                    const void *src, size_t bytes);
 
 /* hvd_stage.c: ready[i]'s fused group (e->group == group, `members`
  * tensors, `bytes` in all) reduced on be->ops->allreduce_staged in fbuf,
@@ -347,11 +357,6 @@ cg_status_t cg_hvd_single_staged(cg_hvd_core_t *core, cg_backend_t *be,
  * agreed fusion capacity), gathered by one cg_allgatherv; marks them done
  * and completes their requests. A failure breaks the comm. */
 cg_status_t cg_hvd_allgather_run(cg_hvd_core_t *core, size_t i);
-
-/* hvd_backend.c: both backends from the config (collective), logged at
- * info; destroy frees them (NULL-safe, a shared one once). */
-cg_status_t cg_hvd_backends_create(cg_hvd_core_t *core);
-void cg_hvd_backends_destroy(cg_hvd_core_t *core);
 
 /* hvd_cycle.c: the background thread. */
 void *cg_hvd_cycle_main(void *arg);

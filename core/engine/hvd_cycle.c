@@ -75,7 +75,8 @@ void *cg_hvd_cycle_main(void *arg)
 
         cg_hvd_tl_cycle_start(core);
         t1 = cg_now_ns();
-        st = cg_hvd_negotiate(core, before->next, n_new, stop, &stop_rank);
+        st = cg_hvd_negotiate(core, before->next, n_new, stop,
+                              cg_hvd_fusion_prepare(core), &stop_rank);
         t2 = cg_now_ns();
         core->tstats.negotiate_ns += t2 - t1;
         if (st == CG_OK && stop_rank >= 0) {
@@ -128,7 +129,7 @@ static cg_status_t cg__sync_init(cg_hvd_core_t *core)
 
 static void cg__free_buffers(cg_hvd_core_t *core)
 {
-    cg_hvd_table_free(core);
+    cg_hvd_negotiate_free(core);
     cg_hvd_fusion_release(core);
     cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->xbuf,
                      core->xbuf_len);
@@ -168,6 +169,54 @@ static cg_status_t cg__connect(cg_hvd_core_t *core)
     return st;
 }
 
+/* The core's pair of backends: one for host tensors (CG_CPU_OPERATIONS)
+ * and one for CUDA tensors (CG_GPU_OPERATIONS), shared when both name the
+ * same kind. */
+static cg_status_t cg__backends_create(cg_hvd_core_t *core)
+{
+    const cg_config_t *cfg = &core->ctx->cfg;
+    cg_backend_kind_t cpu = (cg_backend_kind_t)cfg->cpu_operations;
+    cg_backend_kind_t gpu = cg_backend_resolve(
+        (cg_backend_kind_t)cfg->gpu_operations);
+    cg_backend_params_t p = {core->gov, core->log, cfg, core->ctx->bs,
+                             core->comm, core->rank, core->size,
+                             CG_BACKEND_MEM_HOST, "HOROVOD_CPU_OPERATIONS"};
+    cg_backend_t *be_cpu, *be_gpu;
+    cg_status_t st;
+
+    st = cg_backend_create(cpu, &p, &be_cpu);
+    if (st != CG_OK)
+        return st;
+    if (gpu == cpu) {
+        be_gpu = be_cpu;
+    } else {
+        p.mem = CG_BACKEND_MEM_CUDA;
+        p.var = "HOROVOD_GPU_OPERATIONS";
+        st = cg_backend_create(gpu, &p, &be_gpu);
+        if (st != CG_OK)
+            goto err_cpu;
+    }
+    cg_info(core->log, "host tensors: %s backend, CUDA tensors: %s backend",
+            cg_backend_kind_name(be_cpu->ops->kind),
+            cg_backend_kind_name(be_gpu->ops->kind));
+    core->be_cpu = be_cpu;
+    core->be_gpu = be_gpu;
+    return CG_OK;
+
+err_cpu:
+    cg_backend_destroy(be_cpu);
+    return st;
+}
+
+static void cg__backends_destroy(cg_hvd_core_t *core)
+{
+    if (core->be_gpu != core->be_cpu)
+        cg_backend_destroy(core->be_gpu);
+    cg_backend_destroy(core->be_cpu);
+    core->be_cpu = NULL;
+    core->be_gpu = NULL;
+}
+
 cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
 {
     cg_hvd_core_t *core;
@@ -198,7 +247,8 @@ cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
     cg_list_init(&core->warned);
     cg_list_init(&core->owned);
     cg_list_init(&core->table);
-    st = cg_hvd_gpu_create(core, &core->gpu);
+    st = cg_hvd_gpu_create(core->gov, core->log, core->rank, &core->ctx->cfg,
+                           &core->gpu);
     if (st != CG_OK)
         goto err_free;
     st = cg__sync_init(core);
@@ -210,7 +260,7 @@ cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
     st = cg__connect(core);
     if (st != CG_OK)
         goto err_metrics;
-    st = cg_hvd_backends_create(core);
+    st = cg__backends_create(core);
     if (st != CG_OK)
         goto err_comm;
     cg_hvd_timeline_init(core);
@@ -227,7 +277,7 @@ cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
 
 err_backends:
     cg_hvd_timeline_fini(core);
-    cg_hvd_backends_destroy(core);
+    cg__backends_destroy(core);
 err_comm:
     cg_comm_destroy(core->comm);
     cg_transport_destroy(core->tp);
@@ -258,7 +308,7 @@ void cg_hvd_core_destroy(cg_hvd_core_h core)
     cg_hvd_queue_fini(core);
     cg_hvd_metrics_stop(core, true);
     cg__free_buffers(core);
-    cg_hvd_backends_destroy(core);
+    cg__backends_destroy(core);
     cg_hvd_gpu_destroy(core->gpu);
     cg_comm_destroy(core->comm);
     cg_transport_destroy(core->tp);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/base/error.h"
+#include "core/engine/hvd_copy.h"
 #include "core/engine/hvd_core.h"
 #include "core/backend/hvd_gpu.h"
 #include "core/engine/hvd_timeline.h"
@@ -104,27 +105,6 @@ static void *cg__fusion_buffer(const cg_hvd_core_t *core,
     return core->fbuf;
 }
 
-/* The one place tensor bytes enter a fusion (or gather) buffer, and the
- * one place they leave it: host memcpy; the GPU data path extends these
- * to cudaMemcpyAsync for tensors with e->w.device >= 0. */
-void cg_hvd_copy_in(cg_hvd_core_t *core, const cg_hvd_entry_t *e, void *dst,
-                    const void *src, size_t bytes)
-{
-    if (e->w.device >= 0)
-        cg_hvd_gpu_copy_in(core->gpu, dst, src, bytes);
-    else
-        memcpy(dst, src, bytes);
-}
-
-static cg_status_t cg__copy_out(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
-                                void *dst, const void *src, size_t bytes)
-{
-    if (e->w.device >= 0)
-        return cg_hvd_gpu_copy_out(core->gpu, dst, src, bytes);
-    memcpy(dst, src, bytes);
-    return CG_OK;
-}
-
 /* A collective on e's memory: host tensors go to their backend, CUDA
  * tensors through the GPU data path (NCCL direct, host backends staged). */
 static cg_status_t cg__run_allreduce(cg_hvd_core_t *core, cg_backend_t *be,
@@ -162,7 +142,7 @@ static cg_status_t cg__fault(cg_hvd_core_t *core, cg_backend_t *be)
     return cg_error_set(CG_ERR_IO, "collective %d of rank %d failed "
                         "(CG_FAULT_COLLECTIVE=%d); the %s backend is "
                         "unusable from now on", n, core->rank, n,
-                        be->ops->name);
+                        cg_backend_kind_name(be->ops->kind));
 }
 
 /* A failure that leaves no way to run more collectives this job. */
@@ -215,7 +195,7 @@ static cg_status_t cg__fused_packed(cg_hvd_core_t *core, cg_backend_t *be,
     for (size_t j = i; j < core->ready_len && st == CG_OK; j++) {
         cg_hvd_entry_t *e = core->ready[j];
         if (e->group == group)
-            st = cg__copy_out(core, e, e->local->output, fbuf + e->foff,
+            st = cg_hvd_copy_out(core, e, e->local->output, fbuf + e->foff,
                               e->local->count * dsize);
     }
     if (st == CG_OK && head->w.device >= 0) /* CUDA copies: wait once */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/base/error.h"
+#include "core/engine/hvd_copy.h"
 #include "core/engine/hvd_core.h"
 #include "core/backend/hvd_gpu.h"
 #include "core/engine/hvd_timeline.h"

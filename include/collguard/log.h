@@ -8,13 +8,20 @@
 extern "C" {
 #endif
 
+/* The levels, 0 (NONE) to 5 (TRACE): X(enumerator, name, tag), the name
+ * CG_LOG_LEVEL takes (any case) and the tag log lines carry. */
+#define CG_LOG_LEVEL_MAP(X)            \
+    X(CG_LOG_NONE, "none", "NONE")     \
+    X(CG_LOG_ERROR, "error", "ERROR")  \
+    X(CG_LOG_WARN, "warn", "WARN")     \
+    X(CG_LOG_INFO, "info", "INFO")     \
+    X(CG_LOG_DEBUG, "debug", "DEBUG")  \
+    X(CG_LOG_TRACE, "trace", "TRACE")
+
 typedef enum {
-    CG_LOG_NONE = 0,
-    CG_LOG_ERROR = 1,
-    CG_LOG_WARN = 2,
-    CG_LOG_INFO = 3,
-    CG_LOG_DEBUG = 4,
-    CG_LOG_TRACE = 5
+#define CG__LOG_LEVEL_ENUM(e, name, tag) e,
+    CG_LOG_LEVEL_MAP(CG__LOG_LEVEL_ENUM)
+#undef CG__LOG_LEVEL_ENUM
 } cg_log_level_t;
 
 /* Receives one complete line (no trailing newline), already prefixed. */

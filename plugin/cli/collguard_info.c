@@ -154,10 +154,7 @@ int main(int argc, char **argv)
     }
 
     printf("governor (CG_MEM_PROBE=%s governs %s memory):\n",
-           ctx->cfg.mem_probe == CG_MEM_PROBE_HOST   ? "host"
-           : ctx->cfg.mem_probe == CG_MEM_PROBE_CUDA ? "cuda"
-                                                     : "auto",
-           ctx->probe.name);
+           cg_mem_probe_name(ctx->cfg.mem_probe), ctx->probe.name);
     {
         cg_host_probe_t hp;
         cg_mem_probe_t probe;

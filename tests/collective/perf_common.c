@@ -111,6 +111,16 @@ static void perf_parse(const perf_coll_t *c, int argc, char **argv,
         perf_usage(c);
 }
 
+/* The header's algorithm name for this many bytes. */
+static const char *perf_algo_name(const perf_coll_t *c, const cg_comm_t *comm,
+                                  size_t bytes)
+{
+    if (c->algo != NULL)
+        return c->algo(comm, bytes);
+    return c->has_root ? cg_bcast_algo_name(cg_broadcast_algo(comm, bytes))
+                       : cg_coll_algo_name(cg_allreduce_algo(comm, bytes));
+}
+
 static int perf_fail(const char *what, cg_status_t st)
 {
     fprintf(stderr, "%s: %s: %s\n", what, cg_status_name(st), cg_last_error());
@@ -320,13 +330,9 @@ static void perf_header(const perf_coll_t *c, const perf_job_t *job,
            "and %s at %llu B, chunk %llu, iters %d, warmup %d, check %d\n",
            c->name, job->size, o->mpi ? "mpi" : "collguard",
            cg_transport_name(job->tp),
-           c->algo != NULL ? c->algo(job->comm, o->min_bytes)
-           : c->has_root   ? cg_broadcast_algo(job->comm, o->min_bytes)
-                           : cg_allreduce_algo(job->comm, o->min_bytes),
+           perf_algo_name(c, job->comm, (size_t)o->min_bytes),
            (unsigned long long)o->min_bytes,
-           c->algo != NULL ? c->algo(job->comm, b)
-           : c->has_root   ? cg_broadcast_algo(job->comm, b)
-                           : cg_allreduce_algo(job->comm, b),
+           perf_algo_name(c, job->comm, b),
            (unsigned long long)b, (unsigned long long)snap.chunk_bytes,
            o->iters, o->warmup, o->check);
     printf("#%11s %12s %8s %7s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n",

@@ -221,12 +221,13 @@ static void body_algo(coll_rank_t *cr, void *arg)
         x[i] = i + cr->rank;
     coll_report(cr, cg_allreduce(cr->comm, x, x, 1000, CG_DTYPE_F64,
                                  CG_OP_SUM, 1.0, 1.0), coll_now_s());
-    cr->rep->iters = strcmp(cg_allreduce_algo(cr->comm, 1 << 20), want) == 0
+    cr->rep->iters = strcmp(cg_coll_algo_name(cg_allreduce_algo(cr->comm, 1 << 20)), want) == 0
                      && x[999] == 999.0 * cr->size + cr->size *
                                   (cr->size - 1) / 2.0;
     if (!cr->rep->iters)
         snprintf(cr->rep->msg, sizeof(cr->rep->msg), "algorithm %s, "
-                 "x[999] %g", cg_allreduce_algo(cr->comm, 1 << 20), x[999]);
+                 "x[999] %g",
+                 cg_coll_algo_name(cg_allreduce_algo(cr->comm, 1 << 20)), x[999]);
 }
 
 static void check_algo(const char *algo, const char *want)
@@ -273,8 +274,8 @@ static void body_calibrate(coll_rank_t *cr, void *arg)
         }
     if (cr->rep->status == CG_OK)
         snprintf(cr->rep->msg, sizeof(cr->rep->msg), "%s %s",
-                 cg_allreduce_algo(cr->comm, 1 << 20),
-                 cg_allreduce_algo(cr->comm, 64 << 10));
+                 cg_coll_algo_name(cg_allreduce_algo(cr->comm, 1 << 20)),
+                 cg_coll_algo_name(cg_allreduce_algo(cr->comm, 64 << 10)));
     free(x);
 }
 

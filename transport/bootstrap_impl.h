@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The MPI source of the bootstrap (bootstrap_mpi.c, built only with MPI):
- * private interface between bootstrap.c and it. Layer: transport.
+ * The bootstrap's private interface to its MPI source (bootstrap_mpi.c,
+ * built only with MPI), which bootstrap.c calls. Layer: transport.
  */
-#ifndef CG_TRANSPORT_BOOTSTRAP_MPI_H
-#define CG_TRANSPORT_BOOTSTRAP_MPI_H
+#ifndef CG_TRANSPORT_BOOTSTRAP_IMPL_H
+#define CG_TRANSPORT_BOOTSTRAP_IMPL_H
 
 #include "transport/bootstrap.h"
 #include "transport/rendezvous.h"
