@@ -24,7 +24,7 @@
 #include <nccl.h>
 #endif
 
-static cg_hvd_t *cg__hvd;
+static cg__hvd_t *cg__hvd;
 
 const int HOROVOD_PROCESS_SET_ERROR_INIT = CG_HVD_PS_ERR_INIT;
 const int HOROVOD_PROCESS_SET_ERROR_DYNAMIC = CG_HVD_PS_ERR_DYNAMIC;
@@ -36,12 +36,12 @@ const int HOROVOD_PROCESS_SET_ERROR_EXISTING_SET = CG_HVD_PS_ERR_EXISTING_SET;
 bool horovod_init(const int *ranks, int nranks, const int *process_set_ranks,
                   const int *process_set_sizes, int num_process_sets)
 {
-    cg_hvd_t *h;
+    cg__hvd_t *h;
 
     if (cg__hvd != NULL)
         return true;
-    if (cg_hvd_create(ranks, nranks, process_set_ranks, process_set_sizes,
-                      num_process_sets, &h) != CG_OK)
+    if (cg__hvd_create(ranks, nranks, process_set_ranks, process_set_sizes,
+                       num_process_sets, &h) != CG_OK)
         return false;
     cg__hvd = h;
     return true;
@@ -49,10 +49,10 @@ bool horovod_init(const int *ranks, int nranks, const int *process_set_ranks,
 
 void horovod_shutdown(void)
 {
-    cg_hvd_t *h = cg__hvd;
+    cg__hvd_t *h = cg__hvd;
 
     cg__hvd = NULL;
-    cg_hvd_destroy(h);
+    cg__hvd_destroy(h);
 }
 
 int horovod_is_initialized(void)
@@ -211,26 +211,26 @@ int horovod_add_process_set(const int *ranks, int nranks)
 {
     int err = cg__hvd_can_change("horovod_add_process_set");
 
-    return (err != 0) ? err : cg_hvd_psets_add(cg__hvd, ranks, nranks);
+    return (err != 0) ? err : cg__hvd_psets_add(cg__hvd, ranks, nranks);
 }
 
 int horovod_remove_process_set(int process_set_id)
 {
     int err = cg__hvd_can_change("horovod_remove_process_set");
 
-    return (err != 0) ? err : cg_hvd_psets_remove(cg__hvd, process_set_id);
+    return (err != 0) ? err : cg__hvd_psets_remove(cg__hvd, process_set_id);
 }
 
 /* Set 0 answers like horovod_rank/size even before init, as Horovod. */
 int horovod_process_set_rank(int process_set_id)
 {
-    const cg_hvd_pset_t *ps;
+    const cg__hvd_pset_t *ps;
 
     if (process_set_id == 0)
         return horovod_rank();
     if (cg__hvd == NULL)
         return CG_HVD_PS_ERR_INIT;
-    ps = cg_hvd_psets_find(cg__hvd, process_set_id);
+    ps = cg__hvd_psets_find(cg__hvd, process_set_id);
     if (ps == NULL)
         return CG_HVD_PS_ERR_UNKNOWN_SET;
     return (ps->rank >= 0) ? ps->rank : CG_HVD_PS_ERR_FOREIGN_SET;
@@ -238,25 +238,25 @@ int horovod_process_set_rank(int process_set_id)
 
 int horovod_process_set_size(int process_set_id)
 {
-    const cg_hvd_pset_t *ps;
+    const cg__hvd_pset_t *ps;
 
     if (process_set_id == 0)
         return horovod_size();
     if (cg__hvd == NULL)
         return CG_HVD_PS_ERR_INIT;
-    ps = cg_hvd_psets_find(cg__hvd, process_set_id);
+    ps = cg__hvd_psets_find(cg__hvd, process_set_id);
     return (ps == NULL) ? CG_HVD_PS_ERR_UNKNOWN_SET : ps->size;
 }
 
 int horovod_process_set_included(int process_set_id)
 {
-    const cg_hvd_pset_t *ps;
+    const cg__hvd_pset_t *ps;
 
     if (process_set_id == 0)
         return 1;
     if (cg__hvd == NULL)
         return CG_HVD_PS_ERR_INIT;
-    ps = cg_hvd_psets_find(cg__hvd, process_set_id);
+    ps = cg__hvd_psets_find(cg__hvd, process_set_id);
     return (ps == NULL) ? CG_HVD_PS_ERR_UNKNOWN_SET : (ps->rank >= 0);
 }
 
@@ -279,11 +279,11 @@ void horovod_process_set_ids(int *ids_prealloc)
 
 int horovod_process_set_ranks(int id, int *ranks_prealloc)
 {
-    const cg_hvd_pset_t *ps;
+    const cg__hvd_pset_t *ps;
 
     if (cg__hvd == NULL)
         return CG_HVD_PS_ERR_INIT;
-    ps = cg_hvd_psets_find(cg__hvd, id);
+    ps = cg__hvd_psets_find(cg__hvd, id);
     if (ps == NULL)
         return CG_HVD_PS_ERR_UNKNOWN_SET;
     if (ranks_prealloc != NULL)

@@ -42,8 +42,8 @@ static int cg__hvd_cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-bool cg_hvd_ranks_sorted(const int *ranks, int n, int size, int *sorted_out,
-                         char *why, size_t why_len)
+bool cg__hvd_ranks_sorted(const int *ranks, int n, int size, int *sorted_out,
+                          char *why, size_t why_len)
 {
     if (n < 0) {
         snprintf(why, why_len, "nranks %d is negative", n);
@@ -105,7 +105,7 @@ static int cg__hvd_first_odd(const cg__hvd_hdr_t *all, int nprocs,
 
 /* Rank 0's list goes to everyone; each compares it with its own and the
  * verdicts are gathered, so every rank names the same first odd one. */
-static cg_status_t cg__hvd_agree_list(cg_hvd_t *h, const cg_hvd_req_t *req,
+static cg_status_t cg__hvd_agree_list(cg__hvd_t *h, const cg__hvd_req_t *req,
                                       int nprocs, bool *same_p, char *why,
                                       size_t why_len)
 {
@@ -148,8 +148,8 @@ out_list:
     return st;
 }
 
-cg_status_t cg_hvd_agree(cg_hvd_t *h, const cg_hvd_req_t *req, bool *same_p,
-                         char *why, size_t why_len)
+cg_status_t cg__hvd_agree(cg__hvd_t *h, const cg__hvd_req_t *req, bool *same_p,
+                          char *why, size_t why_len)
 {
     cg__hvd_hdr_t mine = {req->what, req->arg, req->n, req->valid ? 1 : 0};
     int nprocs = cg_bootstrap_size(h->bs);

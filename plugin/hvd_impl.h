@@ -27,22 +27,22 @@ enum {
 /* Room for one reason in an error message. */
 #define CG_HVD_WHY_MAX 256
 
-typedef struct cg_hvd_pset {
+typedef struct cg__hvd_pset {
     int id;
     int size;
     int *ranks; /* Horovod ranks, ascending */
     int rank;   /* this process's index in ranks; -1 when not included */
-} cg_hvd_pset_t;
+} cg__hvd_pset_t;
 
-typedef struct cg_hvd_psets {
-    cg_hvd_pset_t *sets; /* registration order; sets[0] is id 0 */
+typedef struct cg__hvd_psets {
+    cg__hvd_pset_t *sets; /* registration order; sets[0] is id 0 */
     int count, cap;
     int *free_ids;       /* removed ids, reused first-in first-out */
     int nfree;
     int next_id;
-} cg_hvd_psets_t;
+} cg__hvd_psets_t;
 
-typedef struct cg_hvd {
+typedef struct cg__hvd {
     cg_ctx_h ctx;
     const cg_log_t *log;
     cg_mem_ops_t mem;     /* the governor's, CONTROL */
@@ -53,9 +53,9 @@ typedef struct cg_hvd {
     bool whole_job;       /* Horovod's world is every launched rank */
     bool launch_order;    /* ... and in launch order: the core runs */
     bool dynamic;         /* HOROVOD_DYNAMIC_PROCESS_SETS */
-    cg_hvd_psets_t ps;
+    cg__hvd_psets_t ps;
     struct cg_hvd_core *core; /* collguard/hvd.h; NULL unless launch_order */
-} cg_hvd_t;
+} cg__hvd_t;
 
 /* One rank's side of an agreement: what it asks for (a CG_HVD_REQ_*),
  * an argument, and a list of n ints compared element by element. */
@@ -66,43 +66,43 @@ enum {
     CG_HVD_REQ_REMOVE = 4    /* arg: the id */
 };
 
-typedef struct cg_hvd_agree_req {
+typedef struct cg__hvd_agree_req {
     int what;
     int arg;
     int n;
     bool valid;      /* false: this rank's arguments were bad (logged) */
     const int *list; /* n ints; NULL when n == 0 */
-} cg_hvd_req_t;
+} cg__hvd_req_t;
 
 /* hvd_init.c: horovod_init's work; the caller publishes the result. */
-cg_status_t cg_hvd_create(const int *ranks, int nranks, const int *ps_ranks,
-                          const int *ps_sizes, int nps, cg_hvd_t **h_p);
-void cg_hvd_destroy(cg_hvd_t *h);
+cg_status_t cg__hvd_create(const int *ranks, int nranks, const int *ps_ranks,
+                           const int *ps_sizes, int nps, cg__hvd_t **h_p);
+void cg__hvd_destroy(cg__hvd_t *h);
 
 /* hvd_agree.c: collective over every launched rank. CG_OK with *same_p
  * true when every rank sent the same valid request; false with why
  * naming the first rank that differs. A bootstrap failure returns its
  * status (the bootstrap is then broken). */
-cg_status_t cg_hvd_agree(cg_hvd_t *h, const cg_hvd_req_t *req, bool *same_p,
-                         char *why, size_t why_len);
+cg_status_t cg__hvd_agree(cg__hvd_t *h, const cg__hvd_req_t *req, bool *same_p,
+                          char *why, size_t why_len);
 
 /* Checks a rank list against a world of size ranks (no negative count,
  * no rank outside 0..size-1, no rank twice) and writes it sorted to
  * sorted_out (room for size ints). false with why on bad input. */
-bool cg_hvd_ranks_sorted(const int *ranks, int n, int size, int *sorted_out,
-                         char *why, size_t why_len);
+bool cg__hvd_ranks_sorted(const int *ranks, int n, int size, int *sorted_out,
+                          char *why, size_t why_len);
 
 /* hvd_process_sets.c: the table. */
-cg_status_t cg_hvd_psets_init(cg_hvd_t *h);
-void cg_hvd_psets_cleanup(cg_hvd_t *h);
-const cg_hvd_pset_t *cg_hvd_psets_find(const cg_hvd_t *h, int id);
+cg_status_t cg__hvd_psets_init(cg__hvd_t *h);
+void cg__hvd_psets_cleanup(cg__hvd_t *h);
+const cg__hvd_pset_t *cg__hvd_psets_find(const cg__hvd_t *h, int id);
 /* Registers sorted ranks (already agreed): the new id, or
  * CG_HVD_PS_ERR_EXISTING_SET when a set has these ranks, or
  * CG_HVD_PS_ERR_SHUTDOWN when the table cannot grow (logged). */
-int cg_hvd_psets_register(cg_hvd_t *h, const int *sorted, int n);
+int cg__hvd_psets_register(cg__hvd_t *h, const int *sorted, int n);
 /* horovod_add_process_set / horovod_remove_process_set after the
  * initialized and dynamic checks. */
-int cg_hvd_psets_add(cg_hvd_t *h, const int *ranks, int nranks);
-int cg_hvd_psets_remove(cg_hvd_t *h, int id);
+int cg__hvd_psets_add(cg__hvd_t *h, const int *ranks, int nranks);
+int cg__hvd_psets_remove(cg__hvd_t *h, int id);
 
 #endif

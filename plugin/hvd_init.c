@@ -39,7 +39,7 @@ static uint64_t cg__hvd_host_hash(void)
 
 /* Horovod's world is every launched rank, in launch order: the launcher's
  * layout; homogeneous when every rank saw the same local size. */
-static void cg__hvd_layout_job(cg_hvd_t *h, const cg__hvd_where_t *all)
+static void cg__hvd_layout_job(cg__hvd_t *h, const cg__hvd_where_t *all)
 {
     const cg_bootstrap_env_t *e = cg_bootstrap_env(h->bs);
 
@@ -58,7 +58,7 @@ static void cg__hvd_layout_job(cg_hvd_t *h, const cg__hvd_where_t *all)
  * the members on one host in that order; cross ranks count the members
  * with the same local rank, as Horovod's split by local rank does.
  * lr: room for n ints. Quadratic in n, which is fine at init. */
-static void cg__hvd_layout_list(cg_hvd_t *h, const cg__hvd_where_t *all,
+static void cg__hvd_layout_list(cg__hvd_t *h, const cg__hvd_where_t *all,
                                 const int *list, int n, int *lr)
 {
     int me = -1, first_on_host = 0;
@@ -93,7 +93,7 @@ static void cg__hvd_layout_list(cg_hvd_t *h, const cg__hvd_where_t *all,
     }
 }
 
-static cg_status_t cg__hvd_layout(cg_hvd_t *h, const int *list, int n)
+static cg_status_t cg__hvd_layout(cg__hvd_t *h, const int *list, int n)
 {
     int nprocs = cg_bootstrap_size(h->bs);
     size_t all_len = (size_t)nprocs * sizeof(cg__hvd_where_t);
@@ -123,12 +123,12 @@ static cg_status_t cg__hvd_layout(cg_hvd_t *h, const int *list, int n)
 
 /* Agrees on the world's rank list and the number of process sets, then
  * lays the world out. */
-static cg_status_t cg__hvd_world(cg_hvd_t *h, const int *ranks, int nranks,
+static cg_status_t cg__hvd_world(cg__hvd_t *h, const int *ranks, int nranks,
                                  const int *ps_sizes, int nps, int *scratch)
 {
     int nprocs = cg_bootstrap_size(h->bs);
     char bad[CG_HVD_WHY_MAX] = "", why[CG_HVD_WHY_MAX] = "";
-    cg_hvd_req_t req = {CG_HVD_REQ_INIT, nps, nranks, true, ranks};
+    cg__hvd_req_t req = {CG_HVD_REQ_INIT, nps, nranks, true, ranks};
     cg_status_t st;
     bool same;
 
@@ -139,10 +139,10 @@ static cg_status_t cg__hvd_world(cg_hvd_t *h, const int *ranks, int nranks,
                  nps);
         req.valid = false;
     } else if (nranks != 0) {
-        req.valid = cg_hvd_ranks_sorted(ranks, nranks, nprocs, scratch, bad,
-                                        sizeof(bad));
+        req.valid = cg__hvd_ranks_sorted(ranks, nranks, nprocs, scratch, bad,
+                                         sizeof(bad));
     }
-    st = cg_hvd_agree(h, &req, &same, why, sizeof(why));
+    st = cg__hvd_agree(h, &req, &same, why, sizeof(why));
     if (st != CG_OK)
         return st;
     if (!req.valid)
@@ -159,7 +159,7 @@ static cg_status_t cg__hvd_world(cg_hvd_t *h, const int *ranks, int nranks,
 
 /* Registers the process sets given to horovod_init, agreeing on each; a
  * duplicate or the whole world is skipped, as Horovod does. */
-static cg_status_t cg__hvd_static_sets(cg_hvd_t *h, const int *ps_ranks,
+static cg_status_t cg__hvd_static_sets(cg__hvd_t *h, const int *ps_ranks,
                                        const int *ps_sizes, int nps,
                                        int *sorted)
 {
@@ -170,17 +170,17 @@ static cg_status_t cg__hvd_static_sets(cg_hvd_t *h, const int *ps_ranks,
     int id;
 
     for (int i = 0; i < nps; i++) {
-        cg_hvd_req_t req = {CG_HVD_REQ_INIT_SET, i, ps_sizes[i], true,
+        cg__hvd_req_t req = {CG_HVD_REQ_INIT_SET, i, ps_sizes[i], true,
                             sorted};
 
-        req.valid = cg_hvd_ranks_sorted(list, ps_sizes[i], h->size, sorted,
-                                        bad, sizeof(bad));
+        req.valid = cg__hvd_ranks_sorted(list, ps_sizes[i], h->size, sorted,
+                                         bad, sizeof(bad));
         if (req.valid)
             list += ps_sizes[i];
         for (int r = 0; req.valid && req.n == 0 && r < h->size; r++)
             sorted[r] = r;
         req.n = (req.valid && req.n == 0) ? h->size : req.n;
-        st = cg_hvd_agree(h, &req, &same, why, sizeof(why));
+        st = cg__hvd_agree(h, &req, &same, why, sizeof(why));
         if (st != CG_OK)
             return st;
         if (!req.valid)
@@ -190,7 +190,7 @@ static cg_status_t cg__hvd_static_sets(cg_hvd_t *h, const int *ps_ranks,
         if (!same)
             return cg_error_set(CG_ERR_INVALID_PARAM, "horovod_init: "
                                 "process set entry %d: %s", i, why);
-        id = cg_hvd_psets_register(h, sorted, req.n);
+        id = cg__hvd_psets_register(h, sorted, req.n);
         if (id == CG_HVD_PS_ERR_EXISTING_SET)
             cg_debug(h->log, "horovod_init: process set %d repeats an "
                      "earlier one; skipped", i);
@@ -201,13 +201,13 @@ static cg_status_t cg__hvd_static_sets(cg_hvd_t *h, const int *ps_ranks,
 }
 
 /* Creates the state up to the point where the world is known. */
-static cg_status_t cg__hvd_alloc(cg_hvd_t **h_p)
+static cg_status_t cg__hvd_alloc(cg__hvd_t **h_p)
 {
     cg_ctx_params_t cp;
     cg_mem_ops_t mem;
     cg_status_t st;
     cg_ctx_h ctx;
-    cg_hvd_t *h;
+    cg__hvd_t *h;
 
     memset(&cp, 0, sizeof(cp));
     cp.field_mask = CG_CTX_PARAM_BOOTSTRAP;
@@ -236,7 +236,7 @@ static cg_status_t cg__hvd_alloc(cg_hvd_t **h_p)
  * launch ranks). Otherwise the ABI queries and process sets work and
  * collectives are unavailable (cg_hvd_global_core() is NULL); every rank
  * decides alike, since the list was agreed. */
-static cg_status_t cg__hvd_core(cg_hvd_t *h)
+static cg_status_t cg__hvd_core(cg__hvd_t *h)
 {
     if (!h->launch_order) {
         cg_warn(h->log, "horovod_init: Horovod's world is %d of the %d "
@@ -250,13 +250,13 @@ static cg_status_t cg__hvd_core(cg_hvd_t *h)
     return cg_hvd_core_create(h->ctx, &h->core);
 }
 
-cg_status_t cg_hvd_create(const int *ranks, int nranks, const int *ps_ranks,
-                          const int *ps_sizes, int nps, cg_hvd_t **h_p)
+cg_status_t cg__hvd_create(const int *ranks, int nranks, const int *ps_ranks,
+                           const int *ps_sizes, int nps, cg__hvd_t **h_p)
 {
     size_t scratch_len;
     int *scratch = NULL;
     cg_status_t st;
-    cg_hvd_t *h;
+    cg__hvd_t *h;
 
     st = cg__hvd_alloc(&h);
     if (st != CG_OK)
@@ -271,7 +271,7 @@ cg_status_t cg_hvd_create(const int *ranks, int nranks, const int *ps_ranks,
     st = cg__hvd_world(h, ranks, nranks, ps_sizes, nps, scratch);
     if (st != CG_OK)
         goto err_destroy;
-    st = cg_hvd_psets_init(h);
+    st = cg__hvd_psets_init(h);
     if (st != CG_OK)
         goto err_destroy;
     st = cg__hvd_static_sets(h, ps_ranks, ps_sizes, nps, scratch);
@@ -298,11 +298,11 @@ cg_status_t cg_hvd_create(const int *ranks, int nranks, const int *ps_ranks,
 err_destroy:
     cg_error(h->log, "%s", cg_last_error());
     cg_mem_free(&h->mem, CG_MEM_CAT_CONTROL, scratch, scratch_len);
-    cg_hvd_destroy(h);
+    cg__hvd_destroy(h);
     return st;
 }
 
-void cg_hvd_destroy(cg_hvd_t *h)
+void cg__hvd_destroy(cg__hvd_t *h)
 {
     cg_mem_ops_t mem;
     cg_ctx_h ctx;
@@ -310,7 +310,7 @@ void cg_hvd_destroy(cg_hvd_t *h)
     if (h == NULL)
         return;
     cg_hvd_core_destroy(h->core);
-    cg_hvd_psets_cleanup(h);
+    cg__hvd_psets_cleanup(h);
     mem = h->mem;
     ctx = h->ctx;
     cg_mem_free(&mem, CG_MEM_CAT_CONTROL, h, sizeof(*h));

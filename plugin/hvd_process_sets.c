@@ -13,19 +13,19 @@
 #include "core/base/error.h"
 #include "plugin/hvd_impl.h"
 
-static void cg__hvd_pset_free(cg_hvd_t *h, cg_hvd_pset_t *ps)
+static void cg__hvd_pset_free(cg__hvd_t *h, cg__hvd_pset_t *ps)
 {
     cg_mem_free(&h->mem, CG_MEM_CAT_CONTROL, ps->ranks,
                 (size_t)ps->size * sizeof(int));
     ps->ranks = NULL;
 }
 
-cg_status_t cg_hvd_psets_init(cg_hvd_t *h)
+cg_status_t cg__hvd_psets_init(cg__hvd_t *h)
 {
     /* Room for every set a world of this size can hold is not needed;
      * grow by doubling from a small start. */
     int cap = 8;
-    cg_hvd_psets_t *t = &h->ps;
+    cg__hvd_psets_t *t = &h->ps;
     int *all;
     int id;
 
@@ -41,7 +41,7 @@ cg_status_t cg_hvd_psets_init(cg_hvd_t *h)
     t->cap = cap;
     for (int r = 0; r < h->size; r++)
         all[r] = r;
-    id = cg_hvd_psets_register(h, all, h->size);
+    id = cg__hvd_psets_register(h, all, h->size);
     cg_mem_free(&h->mem, CG_MEM_CAT_CONTROL, all,
                 (size_t)h->size * sizeof(int));
     if (id != 0)
@@ -61,9 +61,9 @@ err_sets:
                         "table of %d ranks", h->size);
 }
 
-void cg_hvd_psets_cleanup(cg_hvd_t *h)
+void cg__hvd_psets_cleanup(cg__hvd_t *h)
 {
-    cg_hvd_psets_t *t = &h->ps;
+    cg__hvd_psets_t *t = &h->ps;
 
     for (int i = 0; i < t->count; i++)
         cg__hvd_pset_free(h, &t->sets[i]);
@@ -74,7 +74,7 @@ void cg_hvd_psets_cleanup(cg_hvd_t *h)
     memset(t, 0, sizeof(*t));
 }
 
-const cg_hvd_pset_t *cg_hvd_psets_find(const cg_hvd_t *h, int id)
+const cg__hvd_pset_t *cg__hvd_psets_find(const cg__hvd_t *h, int id)
 {
     for (int i = 0; i < h->ps.count; i++)
         if (h->ps.sets[i].id == id)
@@ -82,7 +82,7 @@ const cg_hvd_pset_t *cg_hvd_psets_find(const cg_hvd_t *h, int id)
     return NULL;
 }
 
-static bool cg__hvd_pset_equal(const cg_hvd_pset_t *ps, const int *sorted,
+static bool cg__hvd_pset_equal(const cg__hvd_pset_t *ps, const int *sorted,
                                int n)
 {
     return ps->size == n && memcmp(ps->ranks, sorted, n * sizeof(int)) == 0;
@@ -90,11 +90,11 @@ static bool cg__hvd_pset_equal(const cg_hvd_pset_t *ps, const int *sorted,
 
 /* Doubles the set array and the free-id queue together (the queue never
  * holds more ids than there were sets). */
-static bool cg__hvd_psets_grow(cg_hvd_t *h)
+static bool cg__hvd_psets_grow(cg__hvd_t *h)
 {
-    cg_hvd_psets_t *t = &h->ps;
+    cg__hvd_psets_t *t = &h->ps;
     int cap = t->cap * 2;
-    cg_hvd_pset_t *sets;
+    cg__hvd_pset_t *sets;
     int *free_ids;
 
     sets = cg_mem_alloc(&h->mem, CG_MEM_CAT_CONTROL,
@@ -118,10 +118,10 @@ static bool cg__hvd_psets_grow(cg_hvd_t *h)
     return true;
 }
 
-int cg_hvd_psets_register(cg_hvd_t *h, const int *sorted, int n)
+int cg__hvd_psets_register(cg__hvd_t *h, const int *sorted, int n)
 {
-    cg_hvd_psets_t *t = &h->ps;
-    cg_hvd_pset_t *ps;
+    cg__hvd_psets_t *t = &h->ps;
+    cg__hvd_pset_t *ps;
 
     for (int i = 0; i < t->count; i++)
         if (cg__hvd_pset_equal(&t->sets[i], sorted, n))
@@ -156,11 +156,11 @@ err_nomem:
     return CG_HVD_PS_ERR_SHUTDOWN;
 }
 
-int cg_hvd_psets_add(cg_hvd_t *h, const int *ranks, int nranks)
+int cg__hvd_psets_add(cg__hvd_t *h, const int *ranks, int nranks)
 {
     size_t len = (size_t)h->size * sizeof(int);
     char why[CG_HVD_WHY_MAX] = "";
-    cg_hvd_req_t req = {CG_HVD_REQ_ADD, 0, 0, false, NULL};
+    cg__hvd_req_t req = {CG_HVD_REQ_ADD, 0, 0, false, NULL};
     bool same = false;
     cg_status_t st;
     int *sorted, ret;
@@ -170,8 +170,8 @@ int cg_hvd_psets_add(cg_hvd_t *h, const int *ranks, int nranks)
         cg_error(h->log, "horovod_add_process_set: %s", cg_last_error());
         return CG_HVD_PS_ERR_SHUTDOWN;
     }
-    req.valid = cg_hvd_ranks_sorted(ranks, nranks, h->size, sorted, why,
-                                    sizeof(why));
+    req.valid = cg__hvd_ranks_sorted(ranks, nranks, h->size, sorted, why,
+                                     sizeof(why));
     if (!req.valid)
         cg_error(h->log, "horovod_add_process_set: %s (world of %d ranks)",
                  why, h->size);
@@ -180,7 +180,7 @@ int cg_hvd_psets_add(cg_hvd_t *h, const int *ranks, int nranks)
     for (int r = 0; req.valid && nranks == 0 && r < h->size; r++)
         sorted[r] = r;
     req.list = sorted;
-    st = cg_hvd_agree(h, &req, &same, why, sizeof(why));
+    st = cg__hvd_agree(h, &req, &same, why, sizeof(why));
     if (st != CG_OK) {
         cg_error(h->log, "horovod_add_process_set: the job's bootstrap "
                  "failed: %s", cg_last_error());
@@ -190,7 +190,7 @@ int cg_hvd_psets_add(cg_hvd_t *h, const int *ranks, int nranks)
             cg_error(h->log, "horovod_add_process_set: %s", why);
         ret = CG_HVD_PS_ERR_UNKNOWN_SET;
     } else {
-        ret = cg_hvd_psets_register(h, sorted, req.n);
+        ret = cg__hvd_psets_register(h, sorted, req.n);
         if (ret == CG_HVD_PS_ERR_EXISTING_SET)
             cg_info(h->log, "horovod_add_process_set: a process set with "
                     "these %d ranks exists", req.n);
@@ -199,11 +199,11 @@ int cg_hvd_psets_add(cg_hvd_t *h, const int *ranks, int nranks)
     return ret;
 }
 
-int cg_hvd_psets_remove(cg_hvd_t *h, int id)
+int cg__hvd_psets_remove(cg__hvd_t *h, int id)
 {
     char why[CG_HVD_WHY_MAX] = "";
-    cg_hvd_req_t req = {CG_HVD_REQ_REMOVE, id, 0, true, NULL};
-    cg_hvd_psets_t *t = &h->ps;
+    cg__hvd_req_t req = {CG_HVD_REQ_REMOVE, id, 0, true, NULL};
+    cg__hvd_psets_t *t = &h->ps;
     bool same = false;
     cg_status_t st;
     int i;
@@ -216,7 +216,7 @@ int cg_hvd_psets_remove(cg_hvd_t *h, int id)
                 id == 0 ? "the global process set cannot be removed"
                         : "no process set has this id");
     }
-    st = cg_hvd_agree(h, &req, &same, why, sizeof(why));
+    st = cg__hvd_agree(h, &req, &same, why, sizeof(why));
     if (st != CG_OK) {
         cg_error(h->log, "horovod_remove_process_set: the job's bootstrap "
                  "failed: %s", cg_last_error());

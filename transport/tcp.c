@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The TCP socket transport (CG_TRANSPORT=socket): cg_tcp_ops, the transport
+ * The TCP socket transport (CG_TRANSPORT=socket): cg__tcp_ops, the transport
  * object, request completion (test/wait) and the poll loop. Connection setup
  * lives in tcp_conn.c, data movement in tcp_io.c, wire formats in
  * tcp_wire.c. Layer: transport; calls transport/sock, transport/handshake
@@ -41,12 +41,12 @@
 #define CG_TCP_SPIN_NS 50000ull
 #define CG_TCP_POLL_MS 100
 
-void *cg_tcp_alloc(cg_tcp_tp_t *tp, cg_mem_cat_t cat, size_t size)
+void *cg__tcp_alloc(cg__tcp_tp_t *tp, cg_mem_cat_t cat, size_t size)
 {
     return cg_mem_alloc(&tp->super.params.mem, cat, size);
 }
 
-void cg_tcp_free(cg_tcp_tp_t *tp, cg_mem_cat_t cat, void *ptr, size_t size)
+void cg__tcp_free(cg__tcp_tp_t *tp, cg_mem_cat_t cat, void *ptr, size_t size)
 {
     cg_mem_free(&tp->super.params.mem, cat, ptr, size);
 }
@@ -55,7 +55,7 @@ static cg_status_t cg__tcp_create(const cg_transport_params_t *params,
                                   cg_transport_t **tp_p)
 {
     char str[CG_SOCKADDR_STRLEN];
-    cg_tcp_tp_t *tp;
+    cg__tcp_tp_t *tp;
     cg_status_t status;
 
     if (params->nsocks < 1 || params->nsocks > CG_HS_NSOCKS_MAX)
@@ -69,7 +69,7 @@ static cg_status_t cg__tcp_create(const cg_transport_params_t *params,
         return cg_error_set(CG_ERR_NO_MEMORY, "no memory for the socket "
                             "transport");
     memset(tp, 0, sizeof(*tp));
-    tp->super.ops = &cg_tcp_ops;
+    tp->super.ops = &cg__tcp_ops;
     tp->super.params = *params;
     tp->super.params.ifname = NULL;
     cg_list_init(&tp->conns);
@@ -93,26 +93,26 @@ err_free:
 
 static void cg__tcp_destroy(cg_transport_t *super)
 {
-    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super;
+    cg__tcp_tp_t *tp = (cg__tcp_tp_t *)super;
 
     while (!cg_list_empty(&tp->listeners))
-        cg_tcp_listener_close(&cg_list_entry(
-            tp->listeners.next, cg_tcp_listener_t, link)->super);
+        cg__tcp_listener_close(&cg_list_entry(
+            tp->listeners.next, cg__tcp_listener_t, link)->super);
     while (!cg_list_empty(&tp->conns))
-        cg_tcp_conn_destroy(cg_list_entry(tp->conns.next, cg_tcp_conn_t,
+        cg__tcp_conn_destroy(cg_list_entry(tp->conns.next, cg__tcp_conn_t,
                                              link), CG_ERR_CANCELED);
     while (!cg_list_empty(&tp->done))
-        cg_tcp_req_free(cg_list_entry(tp->done.next, cg_tcp_req_t, link));
-    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, tp->pfds,
-                tp->pfds_cap * (sizeof(struct pollfd) + sizeof(void *)));
-    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, tp, sizeof(*tp));
+        cg__tcp_req_free(cg_list_entry(tp->done.next, cg__tcp_req_t, link));
+    cg__tcp_free(tp, CG_MEM_CAT_CONTROL, tp->pfds,
+                 tp->pfds_cap * (sizeof(struct pollfd) + sizeof(void *)));
+    cg__tcp_free(tp, CG_MEM_CAT_CONTROL, tp, sizeof(*tp));
 }
 
 static cg_status_t cg__tcp_conn_ready(cg_tp_conn_t *super)
 {
-    cg_tcp_conn_t *conn = (cg_tcp_conn_t *)super;
+    cg__tcp_conn_t *conn = (cg__tcp_conn_t *)super;
 
-    cg_tcp_conn_progress(conn);
+    cg__tcp_conn_progress(conn);
     if (conn->state == CG_TCP_CONN_READY)
         return CG_OK;
     if (conn->state == CG_TCP_CONN_FAILED)
@@ -122,21 +122,21 @@ static cg_status_t cg__tcp_conn_ready(cg_tp_conn_t *super)
 
 static void cg__tcp_conn_close(cg_tp_conn_t *super)
 {
-    cg_tcp_conn_destroy((cg_tcp_conn_t *)super, CG_ERR_CANCELED);
+    cg__tcp_conn_destroy((cg__tcp_conn_t *)super, CG_ERR_CANCELED);
 }
 
 static cg_status_t cg__tcp_isend(cg_tp_conn_t *super, const void *buf,
                                  size_t len, uint32_t tag,
                                  cg_tp_req_t **req_p)
 {
-    cg_tcp_req_t *req;
+    cg__tcp_req_t *req;
     cg_status_t status;
 
     if ((buf == NULL && len > 0) || req_p == NULL)
         return cg_error_set(CG_ERR_INVALID_PARAM,
                             "isend: NULL buffer with %zu bytes or NULL "
                             "request pointer", len);
-    status = cg_tcp_post_send((cg_tcp_conn_t *)super, buf, len, tag, &req);
+    status = cg__tcp_post_send((cg__tcp_conn_t *)super, buf, len, tag, &req);
     if (status == CG_OK)
         *req_p = &req->super;
     return status;
@@ -145,42 +145,42 @@ static cg_status_t cg__tcp_isend(cg_tp_conn_t *super, const void *buf,
 static cg_status_t cg__tcp_irecv(cg_tp_conn_t *super, void *buf, size_t cap,
                                  uint32_t tag, cg_tp_req_t **req_p)
 {
-    cg_tcp_req_t *req;
+    cg__tcp_req_t *req;
     cg_status_t status;
 
     if ((buf == NULL && cap > 0) || req_p == NULL)
         return cg_error_set(CG_ERR_INVALID_PARAM,
                             "irecv: NULL buffer with capacity %zu or NULL "
                             "request pointer", cap);
-    status = cg_tcp_post_recv((cg_tcp_conn_t *)super, buf, cap, tag, &req);
+    status = cg__tcp_post_recv((cg__tcp_conn_t *)super, buf, cap, tag, &req);
     if (status == CG_OK)
         *req_p = &req->super;
     return status;
 }
 
 /* Drives every connection once (not the listeners). */
-static void cg__tcp_progress_conns(cg_tcp_tp_t *tp)
+static void cg__tcp_progress_conns(cg__tcp_tp_t *tp)
 {
     for (cg_list_t *e = tp->conns.next, *n; e != &tp->conns; e = n) {
         n = e->next;
-        cg_tcp_conn_progress(cg_list_entry(e, cg_tcp_conn_t, link));
+        cg__tcp_conn_progress(cg_list_entry(e, cg__tcp_conn_t, link));
     }
 }
 
 static cg_status_t cg__tcp_progress(cg_transport_t *super)
 {
-    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super;
+    cg__tcp_tp_t *tp = (cg__tcp_tp_t *)super;
 
     for (cg_list_t *e = tp->listeners.next; e != &tp->listeners;
          e = e->next)
-        cg_tcp_listener_progress(cg_list_entry(e, cg_tcp_listener_t,
+        cg__tcp_listener_progress(cg_list_entry(e, cg__tcp_listener_t,
                                                   link));
     cg__tcp_progress_conns(tp);
     return CG_OK;
 }
 
 /* Finished: report and free. */
-static cg_status_t cg__tcp_req_report(cg_tcp_req_t *req, size_t *size_p)
+static cg_status_t cg__tcp_req_report(cg__tcp_req_t *req, size_t *size_p)
 {
     cg_status_t status = req->status;
 
@@ -194,13 +194,13 @@ static cg_status_t cg__tcp_req_report(cg_tcp_req_t *req, size_t *size_p)
         cg_error_set(status, "%s %s (tag %u, %zu bytes)",
                      req->kind == CG_TCP_REQ_SEND ? "send" : "receive",
                      cg_status_string(status), req->tag, req->cap);
-    cg_tcp_req_free(req);
+    cg__tcp_req_free(req);
     return status;
 }
 
 static cg_status_t cg__tcp_test(cg_tp_req_t *super, size_t *size_p)
 {
-    cg_tcp_req_t *req = (cg_tcp_req_t *)super;
+    cg__tcp_req_t *req = (cg__tcp_req_t *)super;
 
     if (req->status == CG_INPROGRESS)
         cg__tcp_progress_conns(req->tp);
@@ -209,7 +209,7 @@ static cg_status_t cg__tcp_test(cg_tp_req_t *super, size_t *size_p)
     return cg__tcp_req_report(req, size_p);
 }
 
-static cg_status_t cg__tcp_pfds_reserve(cg_tcp_tp_t *tp, size_t n)
+static cg_status_t cg__tcp_pfds_reserve(cg__tcp_tp_t *tp, size_t n)
 {
     size_t unit = sizeof(struct pollfd) + sizeof(void *);
     size_t cap = tp->pfds_cap ? tp->pfds_cap : 16;
@@ -219,10 +219,10 @@ static cg_status_t cg__tcp_pfds_reserve(cg_tcp_tp_t *tp, size_t n)
         return CG_OK;
     while (cap < n)
         cap *= 2;
-    p = cg_tcp_alloc(tp, CG_MEM_CAT_CONTROL, cap * unit);
+    p = cg__tcp_alloc(tp, CG_MEM_CAT_CONTROL, cap * unit);
     if (p == NULL)
         return CG_ERR_NO_MEMORY;
-    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, tp->pfds, tp->pfds_cap * unit);
+    cg__tcp_free(tp, CG_MEM_CAT_CONTROL, tp->pfds, tp->pfds_cap * unit);
     tp->pfds = p;
     tp->pfds_cap = cap;
     return CG_OK;
@@ -230,7 +230,7 @@ static cg_status_t cg__tcp_pfds_reserve(cg_tcp_tp_t *tp, size_t n)
 
 /* A socket poll flagged with an error or hang-up while we are not reading
  * it: find out whether the peer is gone. */
-static void cg__tcp_check_hup(cg_tcp_conn_t *conn, int fd)
+static void cg__tcp_check_hup(cg__tcp_conn_t *conn, int fd)
 {
     char byte;
     ssize_t n;
@@ -241,48 +241,48 @@ static void cg__tcp_check_hup(cg_tcp_conn_t *conn, int fd)
     n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
 
     if (n == 0)
-        cg_tcp_conn_fail(conn, cg_error_set(CG_ERR_PEER_RESET,
-                                            "fd %d: connection closed by "
-                                            "peer", fd));
+        cg__tcp_conn_fail(conn, cg_error_set(CG_ERR_PEER_RESET,
+                                             "fd %d: connection closed by "
+                                             "peer", fd));
     else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-        cg_tcp_conn_fail(conn, cg_error_set(CG_ERR_PEER_RESET,
-                                            "fd %d: %m", fd));
+        cg__tcp_conn_fail(conn, cg_error_set(CG_ERR_PEER_RESET,
+                                             "fd %d: %m", fd));
 }
 
 /* Sleeps in poll() on every socket of the transport, at most ms. */
-static void cg__tcp_poll(cg_tcp_tp_t *tp, int ms)
+static void cg__tcp_poll(cg__tcp_tp_t *tp, int ms)
 {
-    cg_tcp_conn_t **owner;
+    cg__tcp_conn_t **owner;
     size_t n = 0, need = 0;
 
     for (cg_list_t *e = tp->conns.next; e != &tp->conns; e = e->next)
-        need += (size_t)cg_list_entry(e, cg_tcp_conn_t, link)->nsocks;
+        need += (size_t)cg_list_entry(e, cg__tcp_conn_t, link)->nsocks;
     for (cg_list_t *e = tp->listeners.next; e != &tp->listeners;
          e = e->next)
-        need += 1 + (size_t)cg_list_entry(e, cg_tcp_listener_t,
+        need += 1 + (size_t)cg_list_entry(e, cg__tcp_listener_t,
                                              link)->npending;
     if (cg__tcp_pfds_reserve(tp, need) != CG_OK) {
         poll(NULL, 0, 1); /* no memory for the set: nap briefly */
         return;
     }
-    owner = (cg_tcp_conn_t **)(tp->pfds + tp->pfds_cap);
+    owner = (cg__tcp_conn_t **)(tp->pfds + tp->pfds_cap);
     for (cg_list_t *e = tp->conns.next; e != &tp->conns; e = e->next) {
-        cg_tcp_conn_t *c = cg_list_entry(e, cg_tcp_conn_t, link);
+        cg__tcp_conn_t *c = cg_list_entry(e, cg__tcp_conn_t, link);
         for (int i = 0; i < c->nsocks && c->state != CG_TCP_CONN_FAILED;
              i++) {
             tp->pfds[n] = (struct pollfd){c->socks[i].fd,
-                                          cg_tcp_sock_events(c, i), 0};
+                                          cg__tcp_sock_events(c, i), 0};
             owner[n++] = c;
         }
     }
     for (cg_list_t *e = tp->listeners.next; e != &tp->listeners;
          e = e->next) {
-        cg_tcp_listener_t *l = cg_list_entry(e, cg_tcp_listener_t, link);
+        cg__tcp_listener_t *l = cg_list_entry(e, cg__tcp_listener_t, link);
         tp->pfds[n] = (struct pollfd){l->fd, POLLIN, 0};
         owner[n++] = NULL;
         for (cg_list_t *p = l->pending.next; p != &l->pending;
              p = p->next) {
-            cg_tcp_pend_t *pd = cg_list_entry(p, cg_tcp_pend_t, link);
+            cg__tcp_pend_t *pd = cg_list_entry(p, cg__tcp_pend_t, link);
             tp->pfds[n] = (struct pollfd){pd->fd,
                                           cg_hs_poll_events(&pd->hs), 0};
             owner[n++] = NULL;
@@ -298,7 +298,7 @@ static void cg__tcp_poll(cg_tcp_tp_t *tp, int ms)
 
 static cg_status_t cg__tcp_wait(cg_tp_req_t *super, size_t *size_p)
 {
-    cg_tcp_req_t *req = (cg_tcp_req_t *)super;
+    cg__tcp_req_t *req = (cg__tcp_req_t *)super;
     uint64_t spin_end = cg_now_ns() + CG_TCP_SPIN_NS;
     cg_status_t status;
 
@@ -308,20 +308,20 @@ static cg_status_t cg__tcp_wait(cg_tp_req_t *super, size_t *size_p)
         cg__tcp_poll(req->tp, CG_TCP_POLL_MS);
         for (cg_list_t *e = req->tp->listeners.next;
              e != &req->tp->listeners; e = e->next)
-            cg_tcp_listener_progress(cg_list_entry(e, cg_tcp_listener_t,
+            cg__tcp_listener_progress(cg_list_entry(e, cg__tcp_listener_t,
                                                       link));
     }
     return status;
 }
 
-const cg_transport_ops_t cg_tcp_ops = {
+const cg_transport_ops_t cg__tcp_ops = {
     .kind = CG_TRANSPORT_SOCKET,
     .create = cg__tcp_create,
     .destroy = cg__tcp_destroy,
-    .listen = cg_tcp_listen,
-    .accept = cg_tcp_accept,
-    .listener_close = cg_tcp_listener_close,
-    .connect = cg_tcp_connect,
+    .listen = cg__tcp_listen,
+    .accept = cg__tcp_accept,
+    .listener_close = cg__tcp_listener_close,
+    .connect = cg__tcp_connect,
     .conn_ready = cg__tcp_conn_ready,
     .conn_close = cg__tcp_conn_close,
     .isend = cg__tcp_isend,

@@ -14,19 +14,19 @@
 #include "core/base/error.h"
 #include "transport/tcp_impl.h"
 
-static cg_tcp_conn_t *cg__tcp_conn_new(cg_tcp_tp_t *tp, int nsocks,
-                                       const cg_sockaddr_t *peer)
+static cg__tcp_conn_t *cg__tcp_conn_new(cg__tcp_tp_t *tp, int nsocks,
+                                        const cg_sockaddr_t *peer)
 {
-    size_t socks_size = (size_t)nsocks * sizeof(cg_tcp_sock_t);
-    cg_tcp_conn_t *conn;
+    size_t socks_size = (size_t)nsocks * sizeof(cg__tcp_sock_t);
+    cg__tcp_conn_t *conn;
 
-    conn = cg_tcp_alloc(tp, CG_MEM_CAT_CONTROL, sizeof(*conn));
+    conn = cg__tcp_alloc(tp, CG_MEM_CAT_CONTROL, sizeof(*conn));
     if (conn == NULL)
         return NULL;
     memset(conn, 0, sizeof(*conn));
-    conn->socks = cg_tcp_alloc(tp, CG_MEM_CAT_CONTROL, socks_size);
+    conn->socks = cg__tcp_alloc(tp, CG_MEM_CAT_CONTROL, socks_size);
     if (conn->socks == NULL) {
-        cg_tcp_free(tp, CG_MEM_CAT_CONTROL, conn, sizeof(*conn));
+        cg__tcp_free(tp, CG_MEM_CAT_CONTROL, conn, sizeof(*conn));
         return NULL;
     }
     memset(conn->socks, 0, socks_size);
@@ -35,7 +35,7 @@ static cg_tcp_conn_t *cg__tcp_conn_new(cg_tcp_tp_t *tp, int nsocks,
         cg_list_init(&conn->socks[i].txq);
         cg_list_init(&conn->socks[i].rxq);
     }
-    conn->super.ops = &cg_tcp_ops;
+    conn->super.ops = &cg__tcp_ops;
     conn->super.tp = &tp->super;
     conn->super.peer_rank = -1;
     conn->tp = tp;
@@ -50,7 +50,7 @@ static cg_tcp_conn_t *cg__tcp_conn_new(cg_tcp_tp_t *tp, int nsocks,
     return conn;
 }
 
-void cg_tcp_conn_fail(cg_tcp_conn_t *conn, cg_status_t status)
+void cg__tcp_conn_fail(cg__tcp_conn_t *conn, cg_status_t status)
 {
     char str[CG_SOCKADDR_STRLEN];
 
@@ -60,7 +60,7 @@ void cg_tcp_conn_fail(cg_tcp_conn_t *conn, cg_status_t status)
     /* A peer leaving while nothing is pending is an ordinary shutdown. */
     if (status != CG_ERR_CANCELED)
         cg_log_at(conn->tp->super.params.log,
-                  cg_tcp_conn_busy(conn) ? CG_LOG_WARN : CG_LOG_DEBUG,
+                  cg__tcp_conn_busy(conn) ? CG_LOG_WARN : CG_LOG_DEBUG,
                   "connection to rank %d at %s failed: %s",
                   conn->super.peer_rank,
                   cg_sockaddr_str(&conn->peer, str, sizeof(str)),
@@ -75,39 +75,39 @@ void cg_tcp_conn_fail(cg_tcp_conn_t *conn, cg_status_t status)
             cg_list_del(conn->socks[i].rxq.next);
     }
     while (!cg_list_empty(&conn->active))
-        cg_tcp_req_finish(cg_list_entry(conn->active.next, cg_tcp_req_t,
+        cg__tcp_req_finish(cg_list_entry(conn->active.next, cg__tcp_req_t,
                                            link), status);
     /* Keep only complete, unclaimed messages: a later receive gets them. */
     for (cg_list_t *e = conn->unexp.next, *n; e != &conn->unexp; e = n) {
-        cg_tcp_req_t *u = cg_list_entry(e, cg_tcp_req_t, link);
+        cg__tcp_req_t *u = cg_list_entry(e, cg__tcp_req_t, link);
         n = e->next;
         if (u->frags_left > 0 || u->orphan || u->matched)
-            cg_tcp_req_free(u);
+            cg__tcp_req_free(u);
     }
 }
 
-void cg_tcp_conn_destroy(cg_tcp_conn_t *conn, cg_status_t status)
+void cg__tcp_conn_destroy(cg__tcp_conn_t *conn, cg_status_t status)
 {
-    cg_tcp_tp_t *tp = conn->tp;
+    cg__tcp_tp_t *tp = conn->tp;
 
-    cg_tcp_conn_fail(conn, status);
+    cg__tcp_conn_fail(conn, status);
     while (!cg_list_empty(&conn->unexp))
-        cg_tcp_req_free(cg_list_entry(conn->unexp.next, cg_tcp_req_t,
+        cg__tcp_req_free(cg_list_entry(conn->unexp.next, cg__tcp_req_t,
                                          link));
     for (int i = 0; i < conn->nsocks; i++)
         cg_sock_close(conn->socks[i].fd);
     cg_list_del(&conn->link);
-    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, conn->socks,
-                (size_t)conn->nsocks * sizeof(cg_tcp_sock_t));
-    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, conn, sizeof(*conn));
+    cg__tcp_free(tp, CG_MEM_CAT_CONTROL, conn->socks,
+                 (size_t)conn->nsocks * sizeof(cg__tcp_sock_t));
+    cg__tcp_free(tp, CG_MEM_CAT_CONTROL, conn, sizeof(*conn));
 }
 
-static cg_status_t cg__tcp_connect_progress(cg_tcp_conn_t *conn)
+static cg_status_t cg__tcp_connect_progress(cg__tcp_conn_t *conn)
 {
     cg_status_t status;
 
     for (int i = 0; i < conn->nsocks; i++) {
-        cg_tcp_sock_t *s = &conn->socks[i];
+        cg__tcp_sock_t *s = &conn->socks[i];
         if (s->hs_done)
             continue;
         status = cg_hs_progress(&s->hs);
@@ -120,7 +120,7 @@ static cg_status_t cg__tcp_connect_progress(cg_tcp_conn_t *conn)
                                   "%s", cg_sockaddr_str(&conn->peer, str,
                                                         sizeof(str)),
                                   i, conn->nsocks, why);
-            cg_tcp_conn_fail(conn, status);
+            cg__tcp_conn_fail(conn, status);
             return status;
         }
         s->hs_done = true;
@@ -134,7 +134,7 @@ static cg_status_t cg__tcp_connect_progress(cg_tcp_conn_t *conn)
     return CG_OK;
 }
 
-cg_status_t cg_tcp_conn_progress(cg_tcp_conn_t *conn)
+cg_status_t cg__tcp_conn_progress(cg__tcp_conn_t *conn)
 {
     cg_status_t status;
 
@@ -144,18 +144,18 @@ cg_status_t cg_tcp_conn_progress(cg_tcp_conn_t *conn)
             return status;
     }
     if (conn->state == CG_TCP_CONN_READY)
-        return cg_tcp_conn_io(conn);
+        return cg__tcp_conn_io(conn);
     return (conn->state == CG_TCP_CONN_FAILED) ? conn->error : CG_OK;
 }
 
-cg_status_t cg_tcp_connect(cg_transport_t *super, const cg_tp_handle_t *handle,
-                           cg_tp_conn_t **conn_p)
+cg_status_t cg__tcp_connect(cg_transport_t *super, const cg_tp_handle_t *handle,
+                            cg_tp_conn_t **conn_p)
 {
-    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super;
+    cg__tcp_tp_t *tp = (cg__tcp_tp_t *)super;
     const cg_transport_params_t *params = &super->params;
     cg_hs_hdr_t local;
     cg_sockaddr_t addr;
-    cg_tcp_conn_t *conn;
+    cg__tcp_conn_t *conn;
     cg_status_t status;
     uint32_t rnd = 0;
 
@@ -191,26 +191,26 @@ cg_status_t cg_tcp_connect(cg_transport_t *super, const cg_tp_handle_t *handle,
 
 err_destroy:
     conn->state = CG_TCP_CONN_FAILED; /* quiet: the caller gets status */
-    cg_tcp_conn_destroy(conn, status);
+    cg__tcp_conn_destroy(conn, status);
     return status;
 }
 
-cg_status_t cg_tcp_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
-                          cg_tp_listener_t **listener_p)
+cg_status_t cg__tcp_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
+                           cg_tp_listener_t **listener_p)
 {
-    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super;
+    cg__tcp_tp_t *tp = (cg__tcp_tp_t *)super;
     char str[CG_SOCKADDR_STRLEN];
-    cg_tcp_listener_t *l;
+    cg__tcp_listener_t *l;
     cg_status_t status;
 
-    l = cg_tcp_alloc(tp, CG_MEM_CAT_CONTROL, sizeof(*l));
+    l = cg__tcp_alloc(tp, CG_MEM_CAT_CONTROL, sizeof(*l));
     if (l == NULL)
         return cg_error_set(CG_ERR_NO_MEMORY, "no memory for a listener");
     memset(l, 0, sizeof(*l));
     status = cg_sock_listen(&tp->bind_addr, 128, &l->fd, &l->addr);
     if (status != CG_OK)
         goto err_free;
-    l->super.ops = &cg_tcp_ops;
+    l->super.ops = &cg__tcp_ops;
     l->super.tp = super;
     cg_list_init(&l->pending);
     cg_list_init(&l->forming);
@@ -223,19 +223,19 @@ cg_status_t cg_tcp_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
     return CG_OK;
 
 err_free:
-    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, l, sizeof(*l));
+    cg__tcp_free(tp, CG_MEM_CAT_CONTROL, l, sizeof(*l));
     return status;
 }
 
-static void cg__tcp_pend_free(cg_tcp_listener_t *l, cg_tcp_pend_t *p,
+static void cg__tcp_pend_free(cg__tcp_listener_t *l, cg__tcp_pend_t *p,
                               bool close_fd)
 {
     if (close_fd)
         cg_sock_close(p->fd);
     cg_list_del(&p->link);
     l->npending--;
-    cg_tcp_free((cg_tcp_tp_t *)l->super.tp, CG_MEM_CAT_CONTROL, p,
-                sizeof(*p));
+    cg__tcp_free((cg__tcp_tp_t *)l->super.tp, CG_MEM_CAT_CONTROL, p,
+                 sizeof(*p));
 }
 
 static bool cg__tcp_same_host(const cg_sockaddr_t *a, const cg_sockaddr_t *b)
@@ -248,16 +248,16 @@ static bool cg__tcp_same_host(const cg_sockaddr_t *a, const cg_sockaddr_t *b)
 }
 
 /* A socket passed its handshake: add it to its connection. */
-static void cg__tcp_attach(cg_tcp_listener_t *l, cg_tcp_pend_t *p)
+static void cg__tcp_attach(cg__tcp_listener_t *l, cg__tcp_pend_t *p)
 {
-    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)l->super.tp;
+    cg__tcp_tp_t *tp = (cg__tcp_tp_t *)l->super.tp;
     const cg_log_t *log = tp->super.params.log;
     const cg_hs_hdr_t *h = &p->hs.peer;
     char str[CG_SOCKADDR_STRLEN];
-    cg_tcp_conn_t *conn = NULL;
+    cg__tcp_conn_t *conn = NULL;
 
     for (cg_list_t *e = l->forming.next; e != &l->forming; e = e->next) {
-        cg_tcp_conn_t *c = cg_list_entry(e, cg_tcp_conn_t, link);
+        cg__tcp_conn_t *c = cg_list_entry(e, cg__tcp_conn_t, link);
         if (c->conn_id == h->conn_id && c->super.peer_rank == h->rank &&
             c->nsocks == h->nsocks && cg__tcp_same_host(&c->peer, &p->peer)) {
             conn = c;
@@ -297,13 +297,13 @@ static void cg__tcp_attach(cg_tcp_listener_t *l, cg_tcp_pend_t *p)
     }
 }
 
-static void cg__tcp_accept_new(cg_tcp_listener_t *l)
+static void cg__tcp_accept_new(cg__tcp_listener_t *l)
 {
-    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)l->super.tp;
+    cg__tcp_tp_t *tp = (cg__tcp_tp_t *)l->super.tp;
     const cg_transport_params_t *params = &tp->super.params;
     cg_sockaddr_t peer;
     cg_hs_hdr_t local;
-    cg_tcp_pend_t *p;
+    cg__tcp_pend_t *p;
     int fd;
 
     memset(&local, 0, sizeof(local));
@@ -318,7 +318,7 @@ static void cg__tcp_accept_new(cg_tcp_listener_t *l)
             cg_warn(params->log, "%s", cg_last_error());
             return;
         }
-        p = cg_tcp_alloc(tp, CG_MEM_CAT_CONTROL, sizeof(*p));
+        p = cg__tcp_alloc(tp, CG_MEM_CAT_CONTROL, sizeof(*p));
         if (p == NULL) {
             cg_warn(params->log, "dropping an incoming connection: no "
                     "memory for its handshake");
@@ -334,16 +334,16 @@ static void cg__tcp_accept_new(cg_tcp_listener_t *l)
     }
 }
 
-cg_status_t cg_tcp_listener_progress(cg_tcp_listener_t *l)
+cg_status_t cg__tcp_listener_progress(cg__tcp_listener_t *l)
 {
-    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)l->super.tp;
+    cg__tcp_tp_t *tp = (cg__tcp_tp_t *)l->super.tp;
     const cg_log_t *log = tp->super.params.log;
     char str[CG_SOCKADDR_STRLEN];
     uint64_t now;
 
     cg__tcp_accept_new(l);
     for (cg_list_t *e = l->pending.next, *n; e != &l->pending; e = n) {
-        cg_tcp_pend_t *p = cg_list_entry(e, cg_tcp_pend_t, link);
+        cg__tcp_pend_t *p = cg_list_entry(e, cg__tcp_pend_t, link);
         n = e->next;
         cg_status_t status = cg_hs_progress(&p->hs);
         if (status == CG_OK) {
@@ -357,7 +357,7 @@ cg_status_t cg_tcp_listener_progress(cg_tcp_listener_t *l)
     }
     now = cg_now_ns();
     for (cg_list_t *e = l->forming.next, *n; e != &l->forming; e = n) {
-        cg_tcp_conn_t *c = cg_list_entry(e, cg_tcp_conn_t, link);
+        cg__tcp_conn_t *c = cg_list_entry(e, cg__tcp_conn_t, link);
         n = e->next;
         if (now < c->deadline_ns)
             continue;
@@ -366,42 +366,42 @@ cg_status_t cg_tcp_listener_progress(cg_tcp_listener_t *l)
                 cg_sockaddr_str(&c->peer, str, sizeof(str)), c->nsocks_done,
                 c->nsocks);
         c->state = CG_TCP_CONN_FAILED;
-        cg_tcp_conn_destroy(c, CG_ERR_TIMEOUT);
+        cg__tcp_conn_destroy(c, CG_ERR_TIMEOUT);
     }
     return CG_OK;
 }
 
-cg_status_t cg_tcp_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p)
+cg_status_t cg__tcp_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p)
 {
-    cg_tcp_listener_t *l = (cg_tcp_listener_t *)super;
-    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super->tp;
-    cg_tcp_conn_t *conn;
+    cg__tcp_listener_t *l = (cg__tcp_listener_t *)super;
+    cg__tcp_tp_t *tp = (cg__tcp_tp_t *)super->tp;
+    cg__tcp_conn_t *conn;
 
-    cg_tcp_listener_progress(l);
+    cg__tcp_listener_progress(l);
     if (cg_list_empty(&l->ready))
         return CG_INPROGRESS;
-    conn = cg_list_entry(l->ready.next, cg_tcp_conn_t, link);
+    conn = cg_list_entry(l->ready.next, cg__tcp_conn_t, link);
     cg_list_del(&conn->link);
     cg_list_push(&tp->conns, &conn->link);
     *conn_p = &conn->super;
     return CG_OK;
 }
 
-void cg_tcp_listener_close(cg_tp_listener_t *super)
+void cg__tcp_listener_close(cg_tp_listener_t *super)
 {
-    cg_tcp_listener_t *l = (cg_tcp_listener_t *)super;
-    cg_tcp_tp_t *tp = (cg_tcp_tp_t *)super->tp;
+    cg__tcp_listener_t *l = (cg__tcp_listener_t *)super;
+    cg__tcp_tp_t *tp = (cg__tcp_tp_t *)super->tp;
 
     cg_sock_close(l->fd);
     while (!cg_list_empty(&l->pending))
-        cg__tcp_pend_free(l, cg_list_entry(l->pending.next, cg_tcp_pend_t,
+        cg__tcp_pend_free(l, cg_list_entry(l->pending.next, cg__tcp_pend_t,
                                               link), true);
     while (!cg_list_empty(&l->forming))
-        cg_tcp_conn_destroy(cg_list_entry(l->forming.next, cg_tcp_conn_t,
+        cg__tcp_conn_destroy(cg_list_entry(l->forming.next, cg__tcp_conn_t,
                                              link), CG_ERR_CANCELED);
     while (!cg_list_empty(&l->ready))
-        cg_tcp_conn_destroy(cg_list_entry(l->ready.next, cg_tcp_conn_t,
+        cg__tcp_conn_destroy(cg_list_entry(l->ready.next, cg__tcp_conn_t,
                                              link), CG_ERR_CANCELED);
     cg_list_del(&l->link);
-    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, l, sizeof(*l));
+    cg__tcp_free(tp, CG_MEM_CAT_CONTROL, l, sizeof(*l));
 }

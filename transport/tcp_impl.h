@@ -34,70 +34,70 @@ typedef enum {
     CG_TCP_REQ_SEND,
     CG_TCP_REQ_RECV,
     CG_TCP_REQ_UNEXP /* an unexpected message buffered in STAGING */
-} cg_tcp_req_kind_t;
+} cg__tcp_req_kind_t;
 
-struct cg_tcp_req;
+struct cg__tcp_req;
 
 /* A contiguous piece of one message on one socket. */
-typedef struct cg_tcp_frag {
+typedef struct cg__tcp_frag {
     cg_list_t link;     /* in its socket's txq or rxq */
-    struct cg_tcp_req *req; /* owner: SEND, RECV or UNEXP */
+    struct cg__tcp_req *req; /* owner: SEND, RECV or UNEXP */
     uint8_t *buf;           /* NULL: drain into the conn's scratch */
     size_t len;
     size_t done;            /* bytes moved, header included (tx) */
     uint8_t hdr[CG_TCP_MSG_HDR_SIZE];
     size_t hdr_len;         /* tx only: 0, or the header sent first */
-} cg_tcp_frag_t;
+} cg__tcp_frag_t;
 
-typedef struct cg_tcp_req {
+typedef struct cg__tcp_req {
     cg_tp_req_t super;
     cg_list_t link;     /* SEND/RECV: conn->active, then tp->done;
                                UNEXP: conn->unexp for its whole life */
     cg_list_t plink;    /* conn->posted while an unmatched recv */
-    struct cg_tcp_tp *tp;
-    struct cg_tcp_conn *conn; /* NULL once finished */
-    cg_tcp_req_kind_t kind;
+    struct cg__tcp_tp *tp;
+    struct cg__tcp_conn *conn; /* NULL once finished */
+    cg__tcp_req_kind_t kind;
     cg_status_t status;     /* CG_INPROGRESS until finished */
     uint32_t tag;
     uint8_t *buf;           /* user buffer, or the STAGING copy (UNEXP) */
     size_t cap;             /* recv capacity / send length */
     size_t len;             /* message length once known */
     int frags_left;
-    struct cg_tcp_req *match; /* UNEXP <-> RECV still arriving */
+    struct cg__tcp_req *match; /* UNEXP <-> RECV still arriving */
     bool matched;           /* UNEXP handed to a receive (match) */
     bool orphan;            /* UNEXP nobody will read: freed when drained
                                (a truncated receive's payload) */
     size_t alloc_size;
     int nfrags;
-    cg_tcp_frag_t frags[];
-} cg_tcp_req_t;
+    cg__tcp_frag_t frags[];
+} cg__tcp_req_t;
 
-typedef struct cg_tcp_sock {
+typedef struct cg__tcp_sock {
     int fd;
     cg_list_t txq;
     cg_list_t rxq;
     cg_hs_t hs;             /* connector side, while connecting */
     bool hs_done;
     bool eof;               /* the peer closed this socket (orderly) */
-} cg_tcp_sock_t;
+} cg__tcp_sock_t;
 
 typedef enum {
     CG_TCP_CONN_CONNECTING, /* connector: handshakes running */
     CG_TCP_CONN_FORMING,    /* acceptor: waiting for all nsocks sockets */
     CG_TCP_CONN_READY,
     CG_TCP_CONN_FAILED
-} cg_tcp_conn_state_t;
+} cg__tcp_conn_state_t;
 
-typedef struct cg_tcp_conn {
+typedef struct cg__tcp_conn {
     cg_tp_conn_t super;
     cg_list_t link;     /* tp->conns, or listener forming/ready */
-    struct cg_tcp_tp *tp;
-    cg_tcp_conn_state_t state;
+    struct cg__tcp_tp *tp;
+    cg__tcp_conn_state_t state;
     cg_status_t error;      /* of a FAILED conn */
     uint32_t conn_id;
     int nsocks;
     int nsocks_done;        /* handshakes completed */
-    cg_tcp_sock_t *socks;
+    cg__tcp_sock_t *socks;
     cg_sockaddr_t peer;
     cg_list_t active;   /* unfinished SEND and matched RECV requests */
     cg_list_t posted;   /* unmatched RECV, posting order */
@@ -111,27 +111,27 @@ typedef struct cg_tcp_conn {
     uint8_t scratch[CG_TCP_SCRATCH];
     size_t rb_off, rb_len;  /* unparsed bytes: rbuf[rb_off .. rb_len) */
     uint8_t rbuf[CG_TCP_RBUF];
-} cg_tcp_conn_t;
+} cg__tcp_conn_t;
 
-typedef struct cg_tcp_pend {
+typedef struct cg__tcp_pend {
     cg_list_t link;
     int fd;
     cg_sockaddr_t peer;
     cg_hs_t hs;
-} cg_tcp_pend_t;
+} cg__tcp_pend_t;
 
-typedef struct cg_listener {
+typedef struct cg__listener {
     cg_tp_listener_t super;
     cg_list_t link;     /* tp->listeners */
     int fd;
     cg_sockaddr_t addr;
-    cg_list_t pending;  /* cg_tcp_pend_t */
+    cg_list_t pending;  /* cg__tcp_pend_t */
     int npending;
-    cg_list_t forming;  /* cg_tcp_conn_t, FORMING */
-    cg_list_t ready;    /* cg_tcp_conn_t, READY, not yet accepted */
-} cg_tcp_listener_t;
+    cg_list_t forming;  /* cg__tcp_conn_t, FORMING */
+    cg_list_t ready;    /* cg__tcp_conn_t, READY, not yet accepted */
+} cg__tcp_listener_t;
 
-typedef struct cg_tcp_tp {
+typedef struct cg__tcp_tp {
     cg_transport_t super;
     cg_list_t conns;
     cg_list_t listeners;
@@ -141,48 +141,48 @@ typedef struct cg_tcp_tp {
     uint32_t conn_seq;
     struct pollfd *pfds;    /* cg_tp_wait's poll set */
     size_t pfds_cap;
-} cg_tcp_tp_t;
+} cg__tcp_tp_t;
 
 /* Allocation through params.mem. */
-void *cg_tcp_alloc(cg_tcp_tp_t *tp, cg_mem_cat_t cat, size_t size);
-void cg_tcp_free(cg_tcp_tp_t *tp, cg_mem_cat_t cat, void *ptr, size_t size);
+void *cg__tcp_alloc(cg__tcp_tp_t *tp, cg_mem_cat_t cat, size_t size);
+void cg__tcp_free(cg__tcp_tp_t *tp, cg_mem_cat_t cat, void *ptr, size_t size);
 
 /* tcp_progress.c: socket progress on READY conns. */
-cg_status_t cg_tcp_conn_io(cg_tcp_conn_t *conn);
+cg_status_t cg__tcp_conn_io(cg__tcp_conn_t *conn);
 /* Sends only (the eager path of a new send). */
-void cg_tcp_conn_tx(cg_tcp_conn_t *conn);
+void cg__tcp_conn_tx(cg__tcp_conn_t *conn);
 /* Poll events the conn's socket i waits for. */
-short cg_tcp_sock_events(const cg_tcp_conn_t *conn, int i);
+short cg__tcp_sock_events(const cg__tcp_conn_t *conn, int i);
 
 /* tcp_io.c: requests and matching. */
 /* Places an incoming header: a posted receive, else a new UNEXP;
  * CG_INPROGRESS when it cannot be placed yet (bound or memory). */
-cg_status_t cg_tcp_place(cg_tcp_conn_t *conn, const cg_tcp_msg_hdr_t *hdr);
+cg_status_t cg__tcp_place(cg__tcp_conn_t *conn, const cg_tcp_msg_hdr_t *hdr);
 /* A fragment moved all its bytes: unlink it, maybe finish its owner. */
-void cg_tcp_frag_done(cg_tcp_frag_t *frag);
-cg_status_t cg_tcp_post_send(cg_tcp_conn_t *conn, const void *buf,
-                             size_t len, uint32_t tag, cg_tcp_req_t **req_p);
-cg_status_t cg_tcp_post_recv(cg_tcp_conn_t *conn, void *buf, size_t cap,
-                             uint32_t tag, cg_tcp_req_t **req_p);
+void cg__tcp_frag_done(cg__tcp_frag_t *frag);
+cg_status_t cg__tcp_post_send(cg__tcp_conn_t *conn, const void *buf,
+                              size_t len, uint32_t tag, cg__tcp_req_t **req_p);
+cg_status_t cg__tcp_post_recv(cg__tcp_conn_t *conn, void *buf, size_t cap,
+                              uint32_t tag, cg__tcp_req_t **req_p);
 /* Finishes req with status: moves it to tp->done (user requests) or frees
  * it (UNEXP). */
-void cg_tcp_req_finish(cg_tcp_req_t *req, cg_status_t status);
-void cg_tcp_req_free(cg_tcp_req_t *req);
-bool cg_tcp_conn_busy(const cg_tcp_conn_t *conn);
+void cg__tcp_req_finish(cg__tcp_req_t *req, cg_status_t status);
+void cg__tcp_req_free(cg__tcp_req_t *req);
+bool cg__tcp_conn_busy(const cg__tcp_conn_t *conn);
 
 /* tcp_conn.c: connection lifecycle. */
-cg_status_t cg_tcp_conn_progress(cg_tcp_conn_t *conn);
+cg_status_t cg__tcp_conn_progress(cg__tcp_conn_t *conn);
 /* Fails every request on conn with status, closes nothing; logs once. */
-void cg_tcp_conn_fail(cg_tcp_conn_t *conn, cg_status_t status);
-cg_status_t cg_tcp_listener_progress(cg_tcp_listener_t *l);
-cg_status_t cg_tcp_connect(cg_transport_t *super, const cg_tp_handle_t *handle,
-                           cg_tp_conn_t **conn_p);
-cg_status_t cg_tcp_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
-                          cg_tp_listener_t **listener_p);
-cg_status_t cg_tcp_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p);
-void cg_tcp_listener_close(cg_tp_listener_t *super);
-void cg_tcp_conn_destroy(cg_tcp_conn_t *conn, cg_status_t status);
+void cg__tcp_conn_fail(cg__tcp_conn_t *conn, cg_status_t status);
+cg_status_t cg__tcp_listener_progress(cg__tcp_listener_t *l);
+cg_status_t cg__tcp_connect(cg_transport_t *super, const cg_tp_handle_t *handle,
+                            cg_tp_conn_t **conn_p);
+cg_status_t cg__tcp_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
+                           cg_tp_listener_t **listener_p);
+cg_status_t cg__tcp_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p);
+void cg__tcp_listener_close(cg_tp_listener_t *super);
+void cg__tcp_conn_destroy(cg__tcp_conn_t *conn, cg_status_t status);
 
-extern const cg_transport_ops_t cg_tcp_ops;
+extern const cg_transport_ops_t cg__tcp_ops;
 
 #endif

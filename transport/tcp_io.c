@@ -12,18 +12,18 @@
 #include "core/base/error.h"
 #include "transport/tcp_impl.h"
 
-static cg_tcp_req_t *cg__tcp_req_new(cg_tcp_conn_t *conn,
-                                     cg_tcp_req_kind_t kind, uint32_t tag,
-                                     void *buf, size_t cap)
+static cg__tcp_req_t *cg__tcp_req_new(cg__tcp_conn_t *conn,
+                                      cg__tcp_req_kind_t kind, uint32_t tag,
+                                      void *buf, size_t cap)
 {
-    size_t size = sizeof(cg_tcp_req_t) +
-                  (size_t)conn->nsocks * sizeof(cg_tcp_frag_t);
-    cg_tcp_req_t *req = cg_tcp_alloc(conn->tp, CG_MEM_CAT_CONTROL, size);
+    size_t size = sizeof(cg__tcp_req_t) +
+                  (size_t)conn->nsocks * sizeof(cg__tcp_frag_t);
+    cg__tcp_req_t *req = cg__tcp_alloc(conn->tp, CG_MEM_CAT_CONTROL, size);
 
     if (req == NULL)
         return NULL;
     memset(req, 0, sizeof(*req));
-    req->super.ops = &cg_tcp_ops;
+    req->super.ops = &cg__tcp_ops;
     cg_list_init(&req->link);
     cg_list_init(&req->plink);
     req->tp = conn->tp;
@@ -38,21 +38,21 @@ static cg_tcp_req_t *cg__tcp_req_new(cg_tcp_conn_t *conn,
     return req;
 }
 
-void cg_tcp_req_free(cg_tcp_req_t *req)
+void cg__tcp_req_free(cg__tcp_req_t *req)
 {
-    cg_tcp_tp_t *tp = req->tp;
+    cg__tcp_tp_t *tp = req->tp;
 
     cg_list_del(&req->link);
     cg_list_del(&req->plink);
     if (req->kind == CG_TCP_REQ_UNEXP && req->buf != NULL) {
-        cg_tcp_free(tp, CG_MEM_CAT_STAGING, req->buf, req->len);
+        cg__tcp_free(tp, CG_MEM_CAT_STAGING, req->buf, req->len);
         if (req->conn != NULL)
             req->conn->unexp_bytes -= req->len;
     }
-    cg_tcp_free(tp, CG_MEM_CAT_CONTROL, req, req->alloc_size);
+    cg__tcp_free(tp, CG_MEM_CAT_CONTROL, req, req->alloc_size);
 }
 
-void cg_tcp_req_finish(cg_tcp_req_t *req, cg_status_t status)
+void cg__tcp_req_finish(cg__tcp_req_t *req, cg_status_t status)
 {
     cg_list_del(&req->link);
     cg_list_del(&req->plink);
@@ -66,37 +66,37 @@ void cg_tcp_req_finish(cg_tcp_req_t *req, cg_status_t status)
     cg_list_push(&req->tp->done, &req->link);
 }
 
-bool cg_tcp_conn_busy(const cg_tcp_conn_t *conn)
+bool cg__tcp_conn_busy(const cg__tcp_conn_t *conn)
 {
     return !cg_list_empty(&conn->active);
 }
 
-static void cg__tcp_touch_if_idle(cg_tcp_conn_t *conn)
+static void cg__tcp_touch_if_idle(cg__tcp_conn_t *conn)
 {
-    if (!cg_tcp_conn_busy(conn))
+    if (!cg__tcp_conn_busy(conn))
         conn->last_ns = cg_now_ns();
 }
 
 /* All bytes of an UNEXP are in: hand them to its receive, or keep them. */
-static void cg__tcp_unexp_arrived(cg_tcp_req_t *u)
+static void cg__tcp_unexp_arrived(cg__tcp_req_t *u)
 {
-    cg_tcp_req_t *recv = u->match;
+    cg__tcp_req_t *recv = u->match;
 
     if (u->orphan) {
-        cg_tcp_req_free(u);
+        cg__tcp_req_free(u);
     } else if (recv != NULL) {
         if (u->len > 0)
             memcpy(recv->buf, u->buf, u->len);
         recv->len = u->len;
         recv->match = NULL;
-        cg_tcp_req_finish(recv, CG_OK);
-        cg_tcp_req_free(u);
+        cg__tcp_req_finish(recv, CG_OK);
+        cg__tcp_req_free(u);
     }
 }
 
-void cg_tcp_frag_done(cg_tcp_frag_t *frag)
+void cg__tcp_frag_done(cg__tcp_frag_t *frag)
 {
-    cg_tcp_req_t *req = frag->req;
+    cg__tcp_req_t *req = frag->req;
 
     cg_list_del(&frag->link);
     if (--req->frags_left > 0)
@@ -104,12 +104,12 @@ void cg_tcp_frag_done(cg_tcp_frag_t *frag)
     if (req->kind == CG_TCP_REQ_UNEXP)
         cg__tcp_unexp_arrived(req);
     else
-        cg_tcp_req_finish(req, CG_OK);
+        cg__tcp_req_finish(req, CG_OK);
 }
 
 /* Queues the receive fragments of a len-byte message into base (NULL:
  * drain) on every socket, owned by req. */
-static void cg__tcp_rx_frags(cg_tcp_conn_t *conn, cg_tcp_req_t *req,
+static void cg__tcp_rx_frags(cg__tcp_conn_t *conn, cg__tcp_req_t *req,
                              uint8_t *base, uint64_t len)
 {
     for (int k = 0; k < conn->nsocks; k++) {
@@ -117,7 +117,7 @@ static void cg__tcp_rx_frags(cg_tcp_conn_t *conn, cg_tcp_req_t *req,
         cg_tcp_slice(len, conn->nsocks, k, &off, &slen);
         if (slen == 0)
             continue;
-        cg_tcp_frag_t *f = &req->frags[k];
+        cg__tcp_frag_t *f = &req->frags[k];
         memset(f, 0, sizeof(*f));
         f->req = req;
         f->buf = (base != NULL) ? base + off : NULL;
@@ -128,10 +128,10 @@ static void cg__tcp_rx_frags(cg_tcp_conn_t *conn, cg_tcp_req_t *req,
 }
 
 /* A UNEXP with no buffer that drains a message nobody will read. */
-static cg_status_t cg__tcp_drain(cg_tcp_conn_t *conn, uint32_t tag,
+static cg_status_t cg__tcp_drain(cg__tcp_conn_t *conn, uint32_t tag,
                                  uint64_t len)
 {
-    cg_tcp_req_t *u;
+    cg__tcp_req_t *u;
 
     if (len == 0)
         return CG_OK;
@@ -148,17 +148,17 @@ static cg_status_t cg__tcp_drain(cg_tcp_conn_t *conn, uint32_t tag,
 }
 
 /* Matches an incoming header to the posted receive recv. */
-static cg_status_t cg__tcp_match(cg_tcp_conn_t *conn, cg_tcp_req_t *recv,
+static cg_status_t cg__tcp_match(cg__tcp_conn_t *conn, cg__tcp_req_t *recv,
                                  const cg_tcp_msg_hdr_t *hdr)
 {
     cg_list_del(&recv->plink);
     recv->len = (size_t)hdr->len;
     if (hdr->len > recv->cap) {
-        cg_tcp_req_finish(recv, CG_ERR_TRUNCATED);
+        cg__tcp_req_finish(recv, CG_ERR_TRUNCATED);
         return cg__tcp_drain(conn, hdr->tag, hdr->len);
     }
     if (hdr->len == 0) {
-        cg_tcp_req_finish(recv, CG_OK);
+        cg__tcp_req_finish(recv, CG_OK);
         return CG_OK;
     }
     cg__tcp_rx_frags(conn, recv, recv->buf, hdr->len);
@@ -167,13 +167,13 @@ static cg_status_t cg__tcp_match(cg_tcp_conn_t *conn, cg_tcp_req_t *recv,
 
 /* Places an incoming header: a posted receive, else a new UNEXP. Returns
  * CG_INPROGRESS when it cannot be placed yet (budget or memory). */
-cg_status_t cg_tcp_place(cg_tcp_conn_t *conn, const cg_tcp_msg_hdr_t *hdr)
+cg_status_t cg__tcp_place(cg__tcp_conn_t *conn, const cg_tcp_msg_hdr_t *hdr)
 {
-    cg_tcp_req_t *u;
+    cg__tcp_req_t *u;
 
     for (cg_list_t *e = conn->posted.next; e != &conn->posted;
          e = e->next) {
-        cg_tcp_req_t *r = cg_list_entry(e, cg_tcp_req_t, plink);
+        cg__tcp_req_t *r = cg_list_entry(e, cg__tcp_req_t, plink);
         if (r->tag == hdr->tag)
             return cg__tcp_match(conn, r, hdr);
     }
@@ -183,9 +183,9 @@ cg_status_t cg_tcp_place(cg_tcp_conn_t *conn, const cg_tcp_msg_hdr_t *hdr)
     if (u == NULL)
         return CG_INPROGRESS;
     if (hdr->len > 0) {
-        u->buf = cg_tcp_alloc(conn->tp, CG_MEM_CAT_STAGING, (size_t)hdr->len);
+        u->buf = cg__tcp_alloc(conn->tp, CG_MEM_CAT_STAGING, (size_t)hdr->len);
         if (u->buf == NULL) {
-            cg_tcp_req_free(u);
+            cg__tcp_req_free(u);
             return CG_INPROGRESS;
         }
     }
@@ -196,11 +196,11 @@ cg_status_t cg_tcp_place(cg_tcp_conn_t *conn, const cg_tcp_msg_hdr_t *hdr)
     return CG_OK;
 }
 
-cg_status_t cg_tcp_post_send(cg_tcp_conn_t *conn, const void *buf,
-                             size_t len, uint32_t tag, cg_tcp_req_t **req_p)
+cg_status_t cg__tcp_post_send(cg__tcp_conn_t *conn, const void *buf,
+                              size_t len, uint32_t tag, cg__tcp_req_t **req_p)
 {
     cg_tcp_msg_hdr_t hdr = {.tag = tag, .len = len};
-    cg_tcp_req_t *req;
+    cg__tcp_req_t *req;
 
     if (conn->state == CG_TCP_CONN_FAILED)
         return cg_error_set(conn->error, "send on a failed connection: %s",
@@ -214,7 +214,7 @@ cg_status_t cg_tcp_post_send(cg_tcp_conn_t *conn, const void *buf,
         cg_tcp_slice(len, conn->nsocks, k, &off, &slen);
         if (k > 0 && slen == 0)
             continue;
-        cg_tcp_frag_t *f = &req->frags[k];
+        cg__tcp_frag_t *f = &req->frags[k];
         memset(f, 0, sizeof(*f));
         f->req = req;
         f->buf = (uint8_t *)buf + off;
@@ -230,20 +230,20 @@ cg_status_t cg_tcp_post_send(cg_tcp_conn_t *conn, const void *buf,
     cg_list_push(&conn->active, &req->link);
     *req_p = req;
     if (conn->state == CG_TCP_CONN_READY)
-        cg_tcp_conn_tx(conn); /* eager: most sends leave at once */
+        cg__tcp_conn_tx(conn); /* eager: most sends leave at once */
     return CG_OK;
 }
 
 /* A receive meets an already-arrived (maybe still arriving) UNEXP. */
-static void cg__tcp_take_unexp(cg_tcp_req_t *recv, cg_tcp_req_t *u)
+static void cg__tcp_take_unexp(cg__tcp_req_t *recv, cg__tcp_req_t *u)
 {
     bool arrived = (u->frags_left == 0);
 
     recv->len = u->len;
     if (u->len > recv->cap) {
-        cg_tcp_req_finish(recv, CG_ERR_TRUNCATED);
+        cg__tcp_req_finish(recv, CG_ERR_TRUNCATED);
         if (arrived)
-            cg_tcp_req_free(u);
+            cg__tcp_req_free(u);
         else
             u->orphan = true;
         return;
@@ -256,15 +256,15 @@ static void cg__tcp_take_unexp(cg_tcp_req_t *recv, cg_tcp_req_t *u)
         recv->match = u;
 }
 
-cg_status_t cg_tcp_post_recv(cg_tcp_conn_t *conn, void *buf, size_t cap,
-                             uint32_t tag, cg_tcp_req_t **req_p)
+cg_status_t cg__tcp_post_recv(cg__tcp_conn_t *conn, void *buf, size_t cap,
+                              uint32_t tag, cg__tcp_req_t **req_p)
 {
-    cg_tcp_req_t *req, *u = NULL;
+    cg__tcp_req_t *req, *u = NULL;
     cg_status_t status;
 
     for (cg_list_t *e = conn->unexp.next; e != &conn->unexp;
          e = e->next) {
-        cg_tcp_req_t *c = cg_list_entry(e, cg_tcp_req_t, link);
+        cg__tcp_req_t *c = cg_list_entry(e, cg__tcp_req_t, link);
         if (!c->matched && !c->orphan && c->tag == tag) {
             u = c;
             break;
@@ -289,7 +289,7 @@ cg_status_t cg_tcp_post_recv(cg_tcp_conn_t *conn, void *buf, size_t cap,
         conn->held = false;
         status = cg__tcp_match(conn, req, &conn->held_hdr);
         if (status != CG_OK)
-            cg_tcp_conn_fail(conn, status);
+            cg__tcp_conn_fail(conn, status);
         return CG_OK;
     }
     cg_list_push(&conn->posted, &req->plink);

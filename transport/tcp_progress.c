@@ -16,7 +16,7 @@
 #define CG_TCP_IOV_MAX 64
 
 /* Sends as much of socket i's queue as the kernel takes. */
-static cg_status_t cg__tcp_sock_tx(cg_tcp_conn_t *conn, cg_tcp_sock_t *s,
+static cg_status_t cg__tcp_sock_tx(cg__tcp_conn_t *conn, cg__tcp_sock_t *s,
                                    bool *moved)
 {
     while (!cg_list_empty(&s->txq)) {
@@ -25,7 +25,7 @@ static cg_status_t cg__tcp_sock_tx(cg_tcp_conn_t *conn, cg_tcp_sock_t *s,
         int n = 0;
         for (cg_list_t *e = s->txq.next;
              e != &s->txq && n + 2 <= CG_TCP_IOV_MAX; e = e->next) {
-            cg_tcp_frag_t *f = cg_list_entry(e, cg_tcp_frag_t, link);
+            cg__tcp_frag_t *f = cg_list_entry(e, cg__tcp_frag_t, link);
             if (f->done < f->hdr_len) {
                 iov[n].iov_base = f->hdr + f->done;
                 iov[n++].iov_len = f->hdr_len - f->done;
@@ -48,14 +48,14 @@ static cg_status_t cg__tcp_sock_tx(cg_tcp_conn_t *conn, cg_tcp_sock_t *s,
         conn->last_ns = cg_now_ns();
         size_t left = sent;
         while (left > 0) {
-            cg_tcp_frag_t *f = cg_list_entry(s->txq.next, cg_tcp_frag_t,
+            cg__tcp_frag_t *f = cg_list_entry(s->txq.next, cg__tcp_frag_t,
                                                 link);
             size_t rest = f->hdr_len + f->len - f->done;
             size_t take = (left < rest) ? left : rest;
             f->done += take;
             left -= take;
             if (f->done == f->hdr_len + f->len)
-                cg_tcp_frag_done(f);
+                cg__tcp_frag_done(f);
         }
         if (sent < want)
             return CG_OK;
@@ -64,7 +64,7 @@ static cg_status_t cg__tcp_sock_tx(cg_tcp_conn_t *conn, cg_tcp_sock_t *s,
 }
 
 /* Sends only (the eager path of a new send): no receive syscalls. */
-void cg_tcp_conn_tx(cg_tcp_conn_t *conn)
+void cg__tcp_conn_tx(cg__tcp_conn_t *conn)
 {
     cg_status_t status = CG_OK;
     bool moved = false;
@@ -73,13 +73,13 @@ void cg_tcp_conn_tx(cg_tcp_conn_t *conn)
         if (!cg_list_empty(&conn->socks[i].txq))
             status = cg__tcp_sock_tx(conn, &conn->socks[i], &moved);
     if (status != CG_OK)
-        cg_tcp_conn_fail(conn, status);
+        cg__tcp_conn_fail(conn, status);
 }
 
 /* Receives straight from socket s into the fragment f (or drains it
  * through the scratch buffer). *stop when the socket had no more. */
-static cg_status_t cg__tcp_rx_direct(cg_tcp_conn_t *conn, cg_tcp_sock_t *s,
-                                     cg_tcp_frag_t *f, bool *moved,
+static cg_status_t cg__tcp_rx_direct(cg__tcp_conn_t *conn, cg__tcp_sock_t *s,
+                                     cg__tcp_frag_t *f, bool *moved,
                                      bool *stop)
 {
     size_t want = f->len - f->done, got = 0;
@@ -97,7 +97,7 @@ static cg_status_t cg__tcp_rx_direct(cg_tcp_conn_t *conn, cg_tcp_sock_t *s,
         conn->last_ns = cg_now_ns();
         f->done += got;
         if (f->done == f->len)
-            cg_tcp_frag_done(f);
+            cg__tcp_frag_done(f);
     }
     s->eof = (eof != 0);
     *stop = (got < want) || s->eof;
@@ -106,16 +106,16 @@ static cg_status_t cg__tcp_rx_direct(cg_tcp_conn_t *conn, cg_tcp_sock_t *s,
 
 /* Parses what the read-ahead buffer holds: fills the head fragment, or
  * decodes and places the next header. *need_more when it ran dry. */
-static cg_status_t cg__tcp_rx0_parse(cg_tcp_conn_t *conn, bool *need_more)
+static cg_status_t cg__tcp_rx0_parse(cg__tcp_conn_t *conn, bool *need_more)
 {
-    cg_tcp_sock_t *s = &conn->socks[0];
+    cg__tcp_sock_t *s = &conn->socks[0];
     size_t avail = conn->rb_len - conn->rb_off;
     cg_tcp_msg_hdr_t hdr;
     cg_status_t status;
 
     *need_more = false;
     if (!cg_list_empty(&s->rxq)) {
-        cg_tcp_frag_t *f = cg_list_entry(s->rxq.next, cg_tcp_frag_t, link);
+        cg__tcp_frag_t *f = cg_list_entry(s->rxq.next, cg__tcp_frag_t, link);
         size_t take = f->len - f->done;
         if (avail == 0) {
             *need_more = true;
@@ -127,7 +127,7 @@ static cg_status_t cg__tcp_rx0_parse(cg_tcp_conn_t *conn, bool *need_more)
         f->done += take;
         conn->rb_off += take;
         if (f->done == f->len)
-            cg_tcp_frag_done(f);
+            cg__tcp_frag_done(f);
         return CG_OK;
     }
     if (avail < CG_TCP_MSG_HDR_SIZE) {
@@ -138,7 +138,7 @@ static cg_status_t cg__tcp_rx0_parse(cg_tcp_conn_t *conn, bool *need_more)
     if (status != CG_OK)
         return status;
     conn->rb_off += CG_TCP_MSG_HDR_SIZE;
-    if (cg_tcp_place(conn, &hdr) == CG_INPROGRESS) {
+    if (cg__tcp_place(conn, &hdr) == CG_INPROGRESS) {
         conn->held = true;
         conn->held_hdr = hdr;
     }
@@ -148,15 +148,15 @@ static cg_status_t cg__tcp_rx0_parse(cg_tcp_conn_t *conn, bool *need_more)
 /* Socket 0: headers and small payloads through the read-ahead buffer
  * (one recv for many small messages); a large remainder goes straight to
  * the user's buffer once the read-ahead is empty. */
-static cg_status_t cg__tcp_rx0(cg_tcp_conn_t *conn, bool *moved)
+static cg_status_t cg__tcp_rx0(cg__tcp_conn_t *conn, bool *moved)
 {
-    cg_tcp_sock_t *s = &conn->socks[0];
+    cg__tcp_sock_t *s = &conn->socks[0];
     cg_status_t status;
     bool need_more, stop = false;
 
     if (conn->held) {
         if (!cg_list_empty(&s->rxq) ||
-            cg_tcp_place(conn, &conn->held_hdr) == CG_INPROGRESS)
+            cg__tcp_place(conn, &conn->held_hdr) == CG_INPROGRESS)
             return CG_OK;
         conn->held = false;
     }
@@ -169,7 +169,7 @@ static cg_status_t cg__tcp_rx0(cg_tcp_conn_t *conn, bool *moved)
         if (!need_more)
             continue;
         if (!cg_list_empty(&s->rxq) && conn->rb_off == conn->rb_len) {
-            cg_tcp_frag_t *f = cg_list_entry(s->rxq.next, cg_tcp_frag_t,
+            cg__tcp_frag_t *f = cg_list_entry(s->rxq.next, cg__tcp_frag_t,
                                                 link);
             if (f->len - f->done >= CG_TCP_RBUF / 2) {
                 status = cg__tcp_rx_direct(conn, s, f, moved, &stop);
@@ -199,9 +199,9 @@ static cg_status_t cg__tcp_rx0(cg_tcp_conn_t *conn, bool *moved)
 }
 
 /* Receives into socket i's queue; socket 0 also reads headers. */
-static cg_status_t cg__tcp_sock_rx(cg_tcp_conn_t *conn, int i, bool *moved)
+static cg_status_t cg__tcp_sock_rx(cg__tcp_conn_t *conn, int i, bool *moved)
 {
-    cg_tcp_sock_t *s = &conn->socks[i];
+    cg__tcp_sock_t *s = &conn->socks[i];
     cg_status_t status;
     bool stop = false;
 
@@ -210,7 +210,7 @@ static cg_status_t cg__tcp_sock_rx(cg_tcp_conn_t *conn, int i, bool *moved)
     while (!stop && !s->eof && !cg_list_empty(&s->rxq)) {
         status = cg__tcp_rx_direct(conn, s,
                                    cg_list_entry(s->rxq.next,
-                                                    cg_tcp_frag_t, link),
+                                                    cg__tcp_frag_t, link),
                                    moved, &stop);
         if (status != CG_OK)
             return status;
@@ -221,12 +221,12 @@ static cg_status_t cg__tcp_sock_rx(cg_tcp_conn_t *conn, int i, bool *moved)
 /* The peer closed some sockets (an orderly EOF): the connection fails
  * once a closed socket still owes bytes, or once socket 0 (headers) is
  * closed and everything that did arrive has been placed. */
-static cg_status_t cg__tcp_check_eof(cg_tcp_conn_t *conn)
+static cg_status_t cg__tcp_check_eof(cg__tcp_conn_t *conn)
 {
     bool drained = !conn->held;
 
     for (int i = 0; i < conn->nsocks; i++) {
-        const cg_tcp_sock_t *s = &conn->socks[i];
+        const cg__tcp_sock_t *s = &conn->socks[i];
         if (s->eof && !cg_list_empty(&s->rxq))
             return cg_error_set(CG_ERR_PEER_RESET,
                                 "peer closed socket %d of %d in the middle "
@@ -239,7 +239,7 @@ static cg_status_t cg__tcp_check_eof(cg_tcp_conn_t *conn)
     return CG_OK;
 }
 
-cg_status_t cg_tcp_conn_io(cg_tcp_conn_t *conn)
+cg_status_t cg__tcp_conn_io(cg__tcp_conn_t *conn)
 {
     cg_status_t status = CG_OK;
     bool moved = false;
@@ -254,10 +254,10 @@ cg_status_t cg_tcp_conn_io(cg_tcp_conn_t *conn)
     if (status == CG_OK)
         status = cg__tcp_check_eof(conn);
     if (status != CG_OK) {
-        cg_tcp_conn_fail(conn, status);
+        cg__tcp_conn_fail(conn, status);
         return status;
     }
-    if (!moved && cg_tcp_conn_busy(conn) &&
+    if (!moved && cg__tcp_conn_busy(conn) &&
         cg_now_ns() - conn->last_ns > conn->tp->super.params.timeout_ns) {
         status = cg_error_set(
             CG_ERR_TIMEOUT,
@@ -265,14 +265,14 @@ cg_status_t cg_tcp_conn_io(cg_tcp_conn_t *conn)
             "requests pending: peer hung or stopped (timeout CG_TIMEOUT)",
             conn->super.peer_rank,
             (double)conn->tp->super.params.timeout_ns / 1e9);
-        cg_tcp_conn_fail(conn, status);
+        cg__tcp_conn_fail(conn, status);
     }
     return status;
 }
 
-short cg_tcp_sock_events(const cg_tcp_conn_t *conn, int i)
+short cg__tcp_sock_events(const cg__tcp_conn_t *conn, int i)
 {
-    const cg_tcp_sock_t *s = &conn->socks[i];
+    const cg__tcp_sock_t *s = &conn->socks[i];
     short ev = 0;
 
     if (conn->state == CG_TCP_CONN_CONNECTING)

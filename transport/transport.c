@@ -20,7 +20,7 @@ const char *cg_transport_built(void)
 cg_status_t cg_transport_create(const cg_transport_params_t *params,
                                 cg_transport_t **tp_p)
 {
-    const cg_transport_ops_t *ops = &cg_tcp_ops;
+    const cg_transport_ops_t *ops = &cg__tcp_ops;
 
     if (params == NULL || tp_p == NULL || params->mem.alloc == NULL)
         return cg_error_set(CG_ERR_INVALID_PARAM,
@@ -29,7 +29,7 @@ cg_status_t cg_transport_create(const cg_transport_params_t *params,
     switch (params->kind) {
     case CG_TRANSPORT_UCX:
 #if CG_HAVE_UCX
-        ops = &cg_ucx_ops;
+        ops = &cg__ucx_ops;
         break;
 #else
         return cg_error_set(CG_ERR_UNSUPPORTED,
@@ -39,7 +39,7 @@ cg_status_t cg_transport_create(const cg_transport_params_t *params,
 #endif
     case CG_TRANSPORT_AUTO:
 #if CG_HAVE_UCX
-        ops = &cg_ucx_ops;
+        ops = &cg__ucx_ops;
 #endif
         break;
     case CG_TRANSPORT_SOCKET:
@@ -50,7 +50,7 @@ cg_status_t cg_transport_create(const cg_transport_params_t *params,
     if (st != CG_OK && params->kind == CG_TRANSPORT_AUTO) {
         cg_warn(params->log, "UCX transport unavailable (%s); using sockets",
                 cg_last_error());
-        st = cg_tcp_ops.create(params, tp_p);
+        st = cg__tcp_ops.create(params, tp_p);
     }
 #endif
     return st;

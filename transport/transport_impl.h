@@ -10,7 +10,7 @@
 #include "cg_build.h"
 #include "transport/transport.h"
 
-typedef struct cg_transport_ops {
+typedef struct cg__transport_ops {
     cg_transport_kind_t kind; /* UCX or SOCKET */
     cg_status_t (*create)(const cg_transport_params_t *params,
                           cg_transport_t **tp_p);
@@ -51,9 +51,9 @@ struct cg_tp_req {
 };
 
 /* Backends compiled into this build (NULL when absent). */
-extern const cg_transport_ops_t cg_tcp_ops;
+extern const cg_transport_ops_t cg__tcp_ops;
 #if CG_HAVE_UCX
-extern const cg_transport_ops_t cg_ucx_ops;
+extern const cg_transport_ops_t cg__ucx_ops;
 #endif
 
 #endif

@@ -51,7 +51,7 @@ cg_status_t cg__ucx_status(ucs_status_t status)
     }
 }
 
-void cg__ucx_epoll_add(cg_ucx_tp_t *tp, int fd)
+void cg__ucx_epoll_add(cg__ucx_tp_t *tp, int fd)
 {
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = fd};
 
@@ -60,29 +60,29 @@ void cg__ucx_epoll_add(cg_ucx_tp_t *tp, int fd)
                 "poll instead of sleeping on it)", fd);
 }
 
-void cg__ucx_epoll_del(cg_ucx_tp_t *tp, int fd)
+void cg__ucx_epoll_del(cg__ucx_tp_t *tp, int fd)
 {
     if (epoll_ctl(tp->epfd, EPOLL_CTL_DEL, fd, NULL) != 0)
         cg_debug(tp->log, "ucx: epoll_ctl del fd %d failed: %m", fd);
 }
 
-static void cg__ucx_sweep(cg_ucx_tp_t *tp, uint64_t now)
+static void cg__ucx_sweep(cg__ucx_tp_t *tp, uint64_t now)
 {
     cg_list_t *l, *next;
 
     tp->sweep_now = 0;
     tp->next_sweep_ns = now + CG_UCX_SWEEP_NS;
     for (l = tp->listeners.next; l != &tp->listeners; l = l->next)
-        cg__ucx_listener_progress(cg_list_entry(l, cg_ucx_listener_t, link));
+        cg__ucx_listener_progress(cg_list_entry(l, cg__ucx_listener_t, link));
     for (l = tp->conns.next; l != &tp->conns; l = l->next)
-        cg__ucx_conn_sweep(cg_list_entry(l, cg_ucx_conn_t, link), now);
+        cg__ucx_conn_sweep(cg_list_entry(l, cg__ucx_conn_t, link), now);
     for (l = tp->closing.next; l != &tp->closing; l = next) {
         next = l->next;
-        cg__ucx_conn_reap(cg_list_entry(l, cg_ucx_conn_t, link));
+        cg__ucx_conn_reap(cg_list_entry(l, cg__ucx_conn_t, link));
     }
 }
 
-unsigned cg__ucx_progress(cg_ucx_tp_t *tp)
+unsigned cg__ucx_progress(cg__ucx_tp_t *tp)
 {
     cg_list_t *l, *next;
     unsigned events;
@@ -97,7 +97,7 @@ unsigned cg__ucx_progress(cg_ucx_tp_t *tp)
     if (tp->nhs > 0) {
         for (l = tp->conns.next; l != &tp->conns; l = next) {
             next = l->next;
-            cg_ucx_conn_t *conn = cg_list_entry(l, cg_ucx_conn_t, link);
+            cg__ucx_conn_t *conn = cg_list_entry(l, cg__ucx_conn_t, link);
             if (conn->state == CG_UCX_CONN_HANDSHAKE)
                 cg__ucx_conn_hs_progress(conn);
         }
@@ -110,7 +110,7 @@ unsigned cg__ucx_progress(cg_ucx_tp_t *tp)
 
 static cg_status_t cg__ucx_progress_op(cg_transport_t *super)
 {
-    cg__ucx_progress((cg_ucx_tp_t *)super);
+    cg__ucx_progress((cg__ucx_tp_t *)super);
     return CG_OK;
 }
 
@@ -118,7 +118,7 @@ static cg_status_t cg__ucx_progress_op(cg_transport_t *super)
  * a bound passes: short while handshakes run (their sockets are not in the
  * epoll set) or sends are pending (UCX raises no event when a full shared
  * memory FIFO drains, so a stalled sender must look again soon). */
-static void cg__ucx_sleep(cg_ucx_tp_t *tp)
+static void cg__ucx_sleep(cg__ucx_tp_t *tp)
 {
     struct epoll_event evs[8];
     ucs_status_t us;
@@ -140,8 +140,8 @@ static void cg__ucx_sleep(cg_ucx_tp_t *tp)
  * for CG_UCX_SPIN_NS. */
 cg_status_t cg__ucx_wait(cg_tp_req_t *req_h, size_t *size_p)
 {
-    cg_ucx_req_t *req = (cg_ucx_req_t *)req_h;
-    cg_ucx_tp_t *tp = req->tp;
+    cg__ucx_req_t *req = (cg__ucx_req_t *)req_h;
+    cg__ucx_tp_t *tp = req->tp;
     uint64_t quiet_since = 0;
     unsigned idle = 0;
 
@@ -205,7 +205,7 @@ static int cg__ucx_tls_allows(const char *tls, const char *const *words)
     return 0;
 }
 
-static void cg__ucx_config_defaults(cg_ucx_tp_t *tp, ucp_config_t *config)
+static void cg__ucx_config_defaults(cg__ucx_tp_t *tp, ucp_config_t *config)
 {
     const char *tls = getenv("UCX_TLS");
     size_t i, k;
@@ -227,7 +227,7 @@ static void cg__ucx_config_defaults(cg_ucx_tp_t *tp, ucp_config_t *config)
     }
 }
 
-static cg_status_t cg__ucx_init_worker(cg_ucx_tp_t *tp)
+static cg_status_t cg__ucx_init_worker(cg__ucx_tp_t *tp)
 {
     ucp_worker_params_t wp = {0};
     ucp_worker_attr_t attr = {0};
@@ -258,7 +258,7 @@ static cg_status_t cg__ucx_init_worker(cg_ucx_tp_t *tp)
     return CG_OK;
 }
 
-static void cg__ucx_release(cg_ucx_tp_t *tp)
+static void cg__ucx_release(cg__ucx_tp_t *tp)
 {
     cg_list_t *l;
 
@@ -271,7 +271,7 @@ static void cg__ucx_release(cg_ucx_tp_t *tp)
     /* The worker is gone, so no callback can touch these any more. */
     while (!cg_list_empty(&tp->zombies)) {
         l = tp->zombies.next;
-        cg__ucx_req_free(cg_list_entry(l, cg_ucx_req_t, link));
+        cg__ucx_req_free(cg_list_entry(l, cg__ucx_req_t, link));
     }
     cg__ucx_req_cache_drain(tp);
     if (tp->context != NULL)
@@ -287,7 +287,7 @@ static cg_status_t cg__ucx_create(const cg_transport_params_t *params,
     ucp_params_t up = {0};
     ucp_config_t *config;
     ucs_status_t us;
-    cg_ucx_tp_t *tp;
+    cg__ucx_tp_t *tp;
     cg_status_t st;
 
     tp = cg_mem_alloc(&params->mem, CG_MEM_CAT_CONTROL, sizeof(*tp));
@@ -295,7 +295,7 @@ static cg_status_t cg__ucx_create(const cg_transport_params_t *params,
         return cg_error_set(CG_ERR_NO_MEMORY, "ucx: cannot allocate the "
                             "transport (%zu bytes)", sizeof(*tp));
     memset(tp, 0, sizeof(*tp));
-    tp->super.ops = &cg_ucx_ops;
+    tp->super.ops = &cg__ucx_ops;
     tp->super.params = *params;
     tp->log = params->log;
     if (params->ifname != NULL &&
@@ -357,22 +357,23 @@ err_free:
 
 static void cg__ucx_destroy(cg_transport_t *super)
 {
-    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super;
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)super;
     unsigned left = 0;
 
     while (!cg_list_empty(&tp->listeners))
-        cg__ucx_listener_close(
-            &cg_list_entry(tp->listeners.next, cg_ucx_listener_t, link)->super);
+        cg__ucx_listener_close(&cg_list_entry(tp->listeners.next,
+                                              cg__ucx_listener_t, link)
+                                    ->super);
     while (!cg_list_empty(&tp->conns)) {
         left++;
         cg__ucx_conn_close(
-            &cg_list_entry(tp->conns.next, cg_ucx_conn_t, link)->super);
+            &cg_list_entry(tp->conns.next, cg__ucx_conn_t, link)->super);
     }
     if (left > 0)
         cg_warn(tp->log, "ucx: transport destroyed with %u connection(s) "
                 "still open; closed them", left);
     while (!cg_list_empty(&tp->closing)) {
-        cg_ucx_conn_t *conn = cg_list_entry(tp->closing.next, cg_ucx_conn_t,
+        cg__ucx_conn_t *conn = cg_list_entry(tp->closing.next, cg__ucx_conn_t,
                                         link);
         if (conn->close_req != NULL) {
             ucp_request_free(conn->close_req); /* released when it ends */
@@ -383,7 +384,7 @@ static void cg__ucx_destroy(cg_transport_t *super)
     cg__ucx_release(tp);
 }
 
-const cg_transport_ops_t cg_ucx_ops = {
+const cg_transport_ops_t cg__ucx_ops = {
     .kind = CG_TRANSPORT_UCX,
     .create = cg__ucx_create,
     .destroy = cg__ucx_destroy,

@@ -37,23 +37,23 @@ static uint32_t cg__ucx_get32(const uint8_t *p)
            (uint32_t)p[3] << 24;
 }
 
-static cg_ucx_tp_t *cg__ucx_conn_tp(const cg_ucx_conn_t *conn)
+static cg__ucx_tp_t *cg__ucx_conn_tp(const cg__ucx_conn_t *conn)
 {
-    return (cg_ucx_tp_t *)conn->super.tp;
+    return (cg__ucx_tp_t *)conn->super.tp;
 }
 
-cg_ucx_conn_t *cg__ucx_conn_new(cg_ucx_tp_t *tp, int fd, cg_hs_role_t role)
+cg__ucx_conn_t *cg__ucx_conn_new(cg__ucx_tp_t *tp, int fd, cg_hs_role_t role)
 {
     size_t payload_len = CG_UCX_PREFIX_SIZE + tp->addr_len;
-    size_t size = sizeof(cg_ucx_conn_t) + payload_len;
+    size_t size = sizeof(cg__ucx_conn_t) + payload_len;
     cg_hs_hdr_t local = {0};
-    cg_ucx_conn_t *conn;
+    cg__ucx_conn_t *conn;
 
     conn = cg_mem_alloc(&tp->super.params.mem, CG_MEM_CAT_CONTROL, size);
     if (conn == NULL)
         return NULL;
     memset(conn, 0, sizeof(*conn));
-    conn->super.ops = &cg_ucx_ops;
+    conn->super.ops = &cg__ucx_ops;
     conn->super.tp = &tp->super;
     conn->super.peer_rank = -1;
     conn->alloc_size = size;
@@ -84,7 +84,7 @@ cg_ucx_conn_t *cg__ucx_conn_new(cg_ucx_tp_t *tp, int fd, cg_hs_role_t role)
 
 /* Closes the control socket (the liveness monitor) and drops it from the
  * transport's poll set. Idempotent. */
-static void cg__ucx_close_ctrl(cg_ucx_tp_t *tp, cg_ucx_conn_t *conn)
+static void cg__ucx_close_ctrl(cg__ucx_tp_t *tp, cg__ucx_conn_t *conn)
 {
     if (conn->fd < 0)
         return;
@@ -95,9 +95,9 @@ static void cg__ucx_close_ctrl(cg_ucx_tp_t *tp, cg_ucx_conn_t *conn)
     conn->fd = -1;
 }
 
-void cg__ucx_conn_free(cg_ucx_conn_t *conn)
+void cg__ucx_conn_free(cg__ucx_conn_t *conn)
 {
-    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
 
     if (conn->state == CG_UCX_CONN_HANDSHAKE)
         tp->nhs--;
@@ -109,7 +109,7 @@ void cg__ucx_conn_free(cg_ucx_conn_t *conn)
 
 static void cg__ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
-    cg_ucx_conn_t *conn = arg;
+    cg__ucx_conn_t *conn = arg;
 
     (void)ep;
     /* Runs inside ucp_worker_progress: only note it; the sweep fails the
@@ -118,9 +118,9 @@ static void cg__ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
     cg__ucx_conn_tp(conn)->sweep_now = 1;
 }
 
-static ucs_status_t cg__ucx_ep_create(cg_ucx_conn_t *conn, int none)
+static ucs_status_t cg__ucx_ep_create(cg__ucx_conn_t *conn, int none)
 {
-    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
     ucp_ep_params_t ep = {0};
 
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
@@ -137,9 +137,9 @@ static ucs_status_t cg__ucx_ep_create(cg_ucx_conn_t *conn, int none)
 }
 
 /* Drops an endpoint that never carried traffic, waiting a bounded time. */
-static void cg__ucx_ep_discard(cg_ucx_conn_t *conn)
+static void cg__ucx_ep_discard(cg__ucx_conn_t *conn)
 {
-    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
     ucp_request_param_t p = {0};
     uint64_t deadline = cg_now_ns() + CG_UCX_CLOSE_NS;
     void *r;
@@ -160,9 +160,9 @@ static void cg__ucx_ep_discard(cg_ucx_conn_t *conn)
  * UCX error handling, kept when its lanes are all shared memory (UCX then
  * uses its zero-copy CMA rendezvous); otherwise, and for every other peer,
  * one with peer error handling (see ucx_mode.c). */
-static ucs_status_t cg__ucx_conn_make_ep(cg_ucx_conn_t *conn)
+static ucs_status_t cg__ucx_conn_make_ep(cg__ucx_conn_t *conn)
 {
-    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
     char tl[32];
     ucs_status_t us;
 
@@ -181,9 +181,9 @@ static ucs_status_t cg__ucx_conn_make_ep(cg_ucx_conn_t *conn)
 }
 
 /* The handshake is done: take the peer's id and address, make the ep. */
-cg_status_t cg__ucx_conn_establish(cg_ucx_conn_t *conn)
+cg_status_t cg__ucx_conn_establish(cg__ucx_conn_t *conn)
 {
-    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
     const cg_hs_hdr_t *peer = &conn->hs.peer;
     ucs_status_t us;
 
@@ -208,7 +208,7 @@ cg_status_t cg__ucx_conn_establish(cg_ucx_conn_t *conn)
     return CG_OK;
 }
 
-static void cg__ucx_ep_close(cg_ucx_conn_t *conn, int force)
+static void cg__ucx_ep_close(cg__ucx_conn_t *conn, int force)
 {
     ucp_request_param_t p = {0};
     void *r;
@@ -226,7 +226,7 @@ static void cg__ucx_ep_close(cg_ucx_conn_t *conn, int force)
 }
 
 /* Frees a finished endpoint close request; 1 when none is left. */
-static int cg__ucx_close_done(cg_ucx_conn_t *conn)
+static int cg__ucx_close_done(cg__ucx_conn_t *conn)
 {
     if (conn->close_req == NULL)
         return 1;
@@ -237,7 +237,7 @@ static int cg__ucx_close_done(cg_ucx_conn_t *conn)
     return 1;
 }
 
-int cg__ucx_conn_reap(cg_ucx_conn_t *conn)
+int cg__ucx_conn_reap(cg__ucx_conn_t *conn)
 {
     if (!cg__ucx_close_done(conn))
         return 0;
@@ -245,10 +245,10 @@ int cg__ucx_conn_reap(cg_ucx_conn_t *conn)
     return 1;
 }
 
-void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
+void cg__ucx_conn_fail(cg__ucx_conn_t *conn, cg_status_t status,
                        const char *why)
 {
-    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
     int live_sends = 0;
 
     if (conn->state == CG_UCX_CONN_FAILED)
@@ -267,7 +267,8 @@ void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
                 conn->id, conn->super.peer_rank, conn->why);
     cg__ucx_mode_abandon(conn);
     while (!cg_list_empty(&conn->reqs)) {
-        cg_ucx_req_t *req = cg_list_entry(conn->reqs.next, cg_ucx_req_t, link);
+        cg__ucx_req_t *req =
+            cg_list_entry(conn->reqs.next, cg__ucx_req_t, link);
         if (!(req->flags & CG_UCX_REQ_RECV) && req->ucp != NULL)
             live_sends = 1;
         cg__ucx_req_finish(req, status);
@@ -284,7 +285,7 @@ void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
 
 /* Before failing a conn whose peer went away, deliver what already
  * arrived from it. */
-static void cg__ucx_drain(cg_ucx_tp_t *tp)
+static void cg__ucx_drain(cg__ucx_tp_t *tp)
 {
     int i;
 
@@ -294,9 +295,9 @@ static void cg__ucx_drain(cg_ucx_tp_t *tp)
     }
 }
 
-void cg__ucx_conn_sweep(cg_ucx_conn_t *conn, uint64_t now)
+void cg__ucx_conn_sweep(cg__ucx_conn_t *conn, uint64_t now)
 {
-    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
     uint64_t timeout = tp->super.params.timeout_ns;
     char why[160];
     char byte;
@@ -346,9 +347,9 @@ void cg__ucx_conn_sweep(cg_ucx_conn_t *conn, uint64_t now)
     }
 }
 
-void cg__ucx_conn_hs_progress(cg_ucx_conn_t *conn)
+void cg__ucx_conn_hs_progress(cg__ucx_conn_t *conn)
 {
-    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
     cg_status_t st = cg_hs_progress(&conn->hs);
 
     if (st == CG_INPROGRESS)
@@ -372,9 +373,9 @@ cg_status_t cg__ucx_connect(cg_transport_t *super,
                             const cg_tp_handle_t *handle,
                             cg_tp_conn_t **conn_p)
 {
-    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super;
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)super;
     cg_sockaddr_t addr;
-    cg_ucx_conn_t *conn;
+    cg__ucx_conn_t *conn;
     cg_status_t st;
     int fd;
 
@@ -403,7 +404,7 @@ cg_status_t cg__ucx_connect(cg_transport_t *super,
 
 cg_status_t cg__ucx_conn_ready(cg_tp_conn_t *super)
 {
-    cg_ucx_conn_t *conn = (cg_ucx_conn_t *)super;
+    cg__ucx_conn_t *conn = (cg__ucx_conn_t *)super;
 
     if (conn->state == CG_UCX_CONN_HANDSHAKE)
         cg__ucx_progress(cg__ucx_conn_tp(conn));
@@ -420,14 +421,15 @@ cg_status_t cg__ucx_conn_ready(cg_tp_conn_t *super)
 
 void cg__ucx_conn_close(cg_tp_conn_t *super)
 {
-    cg_ucx_conn_t *conn = (cg_ucx_conn_t *)super;
-    cg_ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg__ucx_conn_t *conn = (cg__ucx_conn_t *)super;
+    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
     int live_sends = 0;
     uint64_t deadline;
 
     cg__ucx_mode_abandon(conn);
     while (!cg_list_empty(&conn->reqs)) {
-        cg_ucx_req_t *req = cg_list_entry(conn->reqs.next, cg_ucx_req_t, link);
+        cg__ucx_req_t *req =
+            cg_list_entry(conn->reqs.next, cg__ucx_req_t, link);
         if (!(req->flags & CG_UCX_REQ_RECV) && req->ucp != NULL)
             live_sends = 1;
         cg__ucx_req_finish(req, CG_ERR_CANCELED);

@@ -42,7 +42,7 @@
  * so one huge message on a slow link is not mistaken for a silent peer. */
 #define CG_UCX_MIN_BPS 100000000ull
 
-typedef struct cg_ucx_tp {
+typedef struct cg__ucx_tp {
     cg_transport_t super;
     const cg_log_t *log;
     char ifname[256];         /* copy of params.ifname */
@@ -66,20 +66,20 @@ typedef struct cg_ucx_tp {
     cg_list_t closing;    /* closed conns whose endpoint close is pending */
     cg_list_t req_cache;  /* free request objects, up to REQ_CACHE */
     unsigned ncached;
-} cg_ucx_tp_t;
+} cg__ucx_tp_t;
 
 typedef enum {
     CG_UCX_CONN_HANDSHAKE = 0,
     CG_UCX_CONN_READY,
     CG_UCX_CONN_FAILED
-} cg_ucx_conn_state_t;
+} cg__ucx_conn_state_t;
 
-typedef struct cg_ucx_listener cg_ucx_listener_t;
+typedef struct cg__ucx_listener cg__ucx_listener_t;
 
-typedef struct cg_ucx_conn {
+typedef struct cg__ucx_conn {
     cg_tp_conn_t super;
     cg_list_t link;       /* tp->conns, listener lists or tp->closing */
-    cg_ucx_conn_state_t state;
+    cg__ucx_conn_state_t state;
     cg_status_t status;       /* why it failed */
     char why[160];            /* detail of the failure, for cg_last_error() */
     ucs_status_t ep_error;    /* set by the UCX error handler */
@@ -94,13 +94,13 @@ typedef struct cg_ucx_conn {
     uint64_t last_activity_ns;  /* 0: just now, the sweep stamps it */
     uint64_t pending_bytes;   /* sizes of the requests in reqs */
     cg_list_t reqs;       /* requests pending for the user, in order */
-    cg_ucx_listener_t *listener; /* accept side, until handed out */
+    cg__ucx_listener_t *listener; /* accept side, until handed out */
     size_t alloc_size;
     cg_hs_t hs;
     uint8_t payload[];        /* see CG_UCX_PREFIX_SIZE */
-} cg_ucx_conn_t;
+} cg__ucx_conn_t;
 
-struct cg_ucx_listener {
+struct cg__ucx_listener {
     cg_tp_listener_t super;
     cg_list_t link;       /* tp->listeners */
     int fd;
@@ -116,12 +116,12 @@ enum {
     CG_UCX_REQ_RELEASED = 1u << 2  /* the user has seen its final status */
 };
 
-typedef struct cg_ucx_req {
+typedef struct cg__ucx_req {
     cg_tp_req_t super;
     cg_list_t link;       /* conn->reqs while pending, then tp->zombies
                                  while only the UCX part lives */
-    cg_ucx_tp_t *tp;
-    cg_ucx_conn_t *conn;      /* while pending */
+    cg__ucx_tp_t *tp;
+    cg__ucx_conn_t *conn;      /* while pending */
     void *ucp;                /* live UCX request */
     cg_status_t status;
     size_t length;
@@ -129,11 +129,11 @@ typedef struct cg_ucx_req {
     const void *buf;          /* a queued send */
     size_t len;
     uint32_t tag;
-} cg_ucx_req_t;
+} cg__ucx_req_t;
 
-extern const cg_transport_ops_t cg_ucx_ops;
+extern const cg_transport_ops_t cg__ucx_ops;
 
-static inline uint64_t cg_ucx_tag(uint32_t conn_id, uint32_t tag)
+static inline uint64_t cg__ucx_tag(uint32_t conn_id, uint32_t tag)
 {
     return ((uint64_t)conn_id << 32) | tag;
 }
@@ -142,62 +142,62 @@ static inline uint64_t cg_ucx_tag(uint32_t conn_id, uint32_t tag)
 cg_status_t cg__ucx_status(ucs_status_t status);
 /* One round of worker progress, handshakes and (when due) the sweep;
  * returns the number of UCX events. */
-unsigned cg__ucx_progress(cg_ucx_tp_t *tp);
-void cg__ucx_epoll_add(cg_ucx_tp_t *tp, int fd);
-void cg__ucx_epoll_del(cg_ucx_tp_t *tp, int fd);
+unsigned cg__ucx_progress(cg__ucx_tp_t *tp);
+void cg__ucx_epoll_add(cg__ucx_tp_t *tp, int fd);
+void cg__ucx_epoll_del(cg__ucx_tp_t *tp, int fd);
 cg_status_t cg__ucx_wait(cg_tp_req_t *req, size_t *size_p);
 
 /* ucx_conn.c */
 void cg__ucx_put32(uint8_t *p, uint32_t v);
 /* A conn over fd (connected or accepted) with its handshake prepared. */
-cg_ucx_conn_t *cg__ucx_conn_new(cg_ucx_tp_t *tp, int fd, cg_hs_role_t role);
+cg__ucx_conn_t *cg__ucx_conn_new(cg__ucx_tp_t *tp, int fd, cg_hs_role_t role);
 /* Closes fd and frees, whatever the state (no endpoint may be left). */
-void cg__ucx_conn_free(cg_ucx_conn_t *conn);
+void cg__ucx_conn_free(cg__ucx_conn_t *conn);
 /* After a completed handshake: peer id and address, endpoint; READY. */
-cg_status_t cg__ucx_conn_establish(cg_ucx_conn_t *conn);
+cg_status_t cg__ucx_conn_establish(cg__ucx_conn_t *conn);
 cg_status_t cg__ucx_connect(cg_transport_t *tp, const cg_tp_handle_t *handle,
                             cg_tp_conn_t **conn_p);
 cg_status_t cg__ucx_conn_ready(cg_tp_conn_t *conn);
 void cg__ucx_conn_close(cg_tp_conn_t *conn);
 /* Moves a connector's handshake on; fails the conn on error. */
-void cg__ucx_conn_hs_progress(cg_ucx_conn_t *conn);
+void cg__ucx_conn_hs_progress(cg__ucx_conn_t *conn);
 /* Liveness and timeout checks of one handed-out conn. */
-void cg__ucx_conn_sweep(cg_ucx_conn_t *conn, uint64_t now);
+void cg__ucx_conn_sweep(cg__ucx_conn_t *conn, uint64_t now);
 /* Fails every pending request with status and makes new ones fail. */
-void cg__ucx_conn_fail(cg_ucx_conn_t *conn, cg_status_t status,
+void cg__ucx_conn_fail(cg__ucx_conn_t *conn, cg_status_t status,
                        const char *why);
 /* A closed conn whose endpoint close finished is freed; returns 1 then. */
-int cg__ucx_conn_reap(cg_ucx_conn_t *conn);
+int cg__ucx_conn_reap(cg__ucx_conn_t *conn);
 
 /* ucx_mode.c */
 /* Reads the host key and whether the context offers shared memory. */
-void cg__ucx_mode_init(cg_ucx_tp_t *tp);
+void cg__ucx_mode_init(cg__ucx_tp_t *tp);
 /* Writes flags and host key (CG_UCX_PREFIX_SIZE - 4 bytes); their size. */
-size_t cg__ucx_mode_pack(const cg_ucx_tp_t *tp, uint8_t *p);
+size_t cg__ucx_mode_pack(const cg__ucx_tp_t *tp, uint8_t *p);
 /* 1 when the peer's packed flags word carries the marker. */
 int cg__ucx_mode_valid(const uint8_t *peer);
 /* 1 when the peer (its packed flags and key) shares this host and both
  * offer shared memory: try an endpoint without UCX error handling. */
-int cg__ucx_mode_want_none(const cg_ucx_tp_t *tp, const uint8_t *peer);
+int cg__ucx_mode_want_none(const cg__ucx_tp_t *tp, const uint8_t *peer);
 /* 1 when every lane of ep is a shared-memory transport; else 0 with the
  * first other transport's name in tl. Also the smallest message ep sends
  * by rendezvous. */
-int cg__ucx_ep_shm_only(cg_ucx_tp_t *tp, ucp_ep_h ep, char *tl, size_t len,
+int cg__ucx_ep_shm_only(cg__ucx_tp_t *tp, ucp_ep_h ep, char *tl, size_t len,
                         size_t *rndv_min_p);
 /* Before a conn without UCX error handling fails or closes with sends in
  * flight: tells the peer on the control socket that their buffers are
  * disowned. */
-void cg__ucx_mode_abandon(cg_ucx_conn_t *conn);
+void cg__ucx_mode_abandon(cg__ucx_conn_t *conn);
 /* After a receive of length completed on conn: 1 when the peer disowned
  * its sends (the data may come from a reused buffer). */
-int cg__ucx_mode_abandoned(const cg_ucx_conn_t *conn, size_t length);
+int cg__ucx_mode_abandoned(const cg__ucx_conn_t *conn, size_t length);
 
 /* ucx_listen.c */
 cg_status_t cg__ucx_listen(cg_transport_t *tp, cg_tp_handle_t *handle_p,
                            cg_tp_listener_t **listener_p);
 cg_status_t cg__ucx_accept(cg_tp_listener_t *listener, cg_tp_conn_t **conn_p);
 void cg__ucx_listener_close(cg_tp_listener_t *listener);
-void cg__ucx_listener_progress(cg_ucx_listener_t *l);
+void cg__ucx_listener_progress(cg__ucx_listener_t *l);
 
 /* ucx_req.c */
 cg_status_t cg__ucx_isend(cg_tp_conn_t *conn, const void *buf, size_t len,
@@ -206,12 +206,12 @@ cg_status_t cg__ucx_irecv(cg_tp_conn_t *conn, void *buf, size_t cap,
                           uint32_t tag, cg_tp_req_t **req_p);
 cg_status_t cg__ucx_test(cg_tp_req_t *req, size_t *size_p);
 /* Posts the sends queued before the handshake finished, in order. */
-void cg__ucx_req_post_queued(cg_ucx_conn_t *conn);
+void cg__ucx_req_post_queued(cg__ucx_conn_t *conn);
 /* Ends a pending request with status (its UCX part may live on). */
-void cg__ucx_req_finish(cg_ucx_req_t *req, cg_status_t status);
+void cg__ucx_req_finish(cg__ucx_req_t *req, cg_status_t status);
 /* Frees a request regardless of state (kept for reuse while the worker
  * lives). */
-void cg__ucx_req_free(cg_ucx_req_t *req);
-void cg__ucx_req_cache_drain(cg_ucx_tp_t *tp);
+void cg__ucx_req_free(cg__ucx_req_t *req);
+void cg__ucx_req_cache_drain(cg__ucx_tp_t *tp);
 
 #endif

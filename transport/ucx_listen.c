@@ -15,8 +15,8 @@
 cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
                            cg_tp_listener_t **listener_p)
 {
-    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super;
-    cg_ucx_listener_t *l;
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)super;
+    cg__ucx_listener_t *l;
     cg_sockaddr_t addr;
     char str[CG_SOCKADDR_STRLEN];
     cg_status_t st;
@@ -29,7 +29,7 @@ cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
         return cg_error_set(CG_ERR_NO_MEMORY, "ucx: cannot allocate a "
                             "listener");
     memset(l, 0, sizeof(*l));
-    l->super.ops = &cg_ucx_ops;
+    l->super.ops = &cg__ucx_ops;
     l->super.tp = super;
     cg_list_init(&l->pending);
     cg_list_init(&l->ready);
@@ -50,10 +50,10 @@ cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
     return CG_OK;
 }
 
-static void cg__ucx_listener_accept_new(cg_ucx_listener_t *l)
+static void cg__ucx_listener_accept_new(cg__ucx_listener_t *l)
 {
-    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)l->super.tp;
-    cg_ucx_conn_t *conn;
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)l->super.tp;
+    cg__ucx_conn_t *conn;
     cg_status_t st;
     int fd;
 
@@ -78,15 +78,15 @@ static void cg__ucx_listener_accept_new(cg_ucx_listener_t *l)
     }
 }
 
-void cg__ucx_listener_progress(cg_ucx_listener_t *l)
+void cg__ucx_listener_progress(cg__ucx_listener_t *l)
 {
-    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)l->super.tp;
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)l->super.tp;
     cg_list_t *link, *next;
     cg_status_t st;
 
     cg__ucx_listener_accept_new(l);
     for (link = l->pending.next; link != &l->pending; link = next) {
-        cg_ucx_conn_t *conn = cg_list_entry(link, cg_ucx_conn_t, link);
+        cg__ucx_conn_t *conn = cg_list_entry(link, cg__ucx_conn_t, link);
         next = link->next;
         st = cg_hs_progress(&conn->hs);
         if (st == CG_INPROGRESS)
@@ -107,15 +107,15 @@ void cg__ucx_listener_progress(cg_ucx_listener_t *l)
 
 cg_status_t cg__ucx_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p)
 {
-    cg_ucx_listener_t *l = (cg_ucx_listener_t *)super;
-    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super->tp;
-    cg_ucx_conn_t *conn;
+    cg__ucx_listener_t *l = (cg__ucx_listener_t *)super;
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)super->tp;
+    cg__ucx_conn_t *conn;
 
     ucp_worker_progress(tp->worker);
     cg__ucx_listener_progress(l);
     if (cg_list_empty(&l->ready))
         return CG_INPROGRESS;
-    conn = cg_list_entry(l->ready.next, cg_ucx_conn_t, link);
+    conn = cg_list_entry(l->ready.next, cg__ucx_conn_t, link);
     cg_list_del(&conn->link);
     conn->listener = NULL;
     cg_list_push(&tp->conns, &conn->link);
@@ -131,14 +131,14 @@ cg_status_t cg__ucx_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p)
 
 void cg__ucx_listener_close(cg_tp_listener_t *super)
 {
-    cg_ucx_listener_t *l = (cg_ucx_listener_t *)super;
-    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super->tp;
+    cg__ucx_listener_t *l = (cg__ucx_listener_t *)super;
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)super->tp;
 
     while (!cg_list_empty(&l->pending))
-        cg__ucx_conn_free(cg_list_entry(l->pending.next, cg_ucx_conn_t, link));
+        cg__ucx_conn_free(cg_list_entry(l->pending.next, cg__ucx_conn_t, link));
     while (!cg_list_empty(&l->ready))
         cg__ucx_conn_close(
-            &cg_list_entry(l->ready.next, cg_ucx_conn_t, link)->super);
+            &cg_list_entry(l->ready.next, cg__ucx_conn_t, link)->super);
     cg__ucx_epoll_del(tp, l->fd);
     cg_sock_close(l->fd);
     cg_list_del(&l->link);

@@ -77,7 +77,7 @@ static void cg__ucx_host_key(uint8_t key[CG_UCX_HOST_KEY_SIZE])
 
 /* Runs print(obj, f) into a buffer from params.mem; NULL if that fails.
  * The text is NUL-terminated (cut at CG_UCX_INFO_MAX - 1). */
-static char *cg__ucx_info(cg_ucx_tp_t *tp, void (*print)(void *, FILE *),
+static char *cg__ucx_info(cg__ucx_tp_t *tp, void (*print)(void *, FILE *),
                           void *obj)
 {
     char *buf = cg_mem_alloc(&tp->super.params.mem, CG_MEM_CAT_CONTROL,
@@ -98,7 +98,7 @@ static char *cg__ucx_info(cg_ucx_tp_t *tp, void (*print)(void *, FILE *),
     return buf;
 }
 
-static void cg__ucx_info_free(cg_ucx_tp_t *tp, char *buf)
+static void cg__ucx_info_free(cg__ucx_tp_t *tp, char *buf)
 {
     cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, buf,
                 CG_UCX_INFO_MAX);
@@ -116,7 +116,7 @@ static void cg__ucx_print_ep(void *obj, FILE *f)
 
 /* Each "resource N : md M dev D flags -- tl/dev" line names a transport
  * this context can use; 1 when sysv or posix is among them. */
-static int cg__ucx_context_has_shm(cg_ucx_tp_t *tp)
+static int cg__ucx_context_has_shm(cg__ucx_tp_t *tp)
 {
     char *info = cg__ucx_info(tp, cg__ucx_print_context, tp->context);
     int found;
@@ -136,7 +136,7 @@ static int cg__ucx_key_known(const uint8_t *key)
     return memcmp(key, zero, CG_UCX_HOST_KEY_SIZE) != 0;
 }
 
-void cg__ucx_mode_init(cg_ucx_tp_t *tp)
+void cg__ucx_mode_init(cg__ucx_tp_t *tp)
 {
     cg__ucx_host_key(tp->host_key);
     /* Only offered when asked for: both sides must offer it. */
@@ -155,7 +155,7 @@ static uint32_t cg__ucx_flags_word(const uint8_t *p)
            (uint32_t)p[3] << 24;
 }
 
-size_t cg__ucx_mode_pack(const cg_ucx_tp_t *tp, uint8_t *p)
+size_t cg__ucx_mode_pack(const cg__ucx_tp_t *tp, uint8_t *p)
 {
     cg__ucx_put32(p, CG_UCX_HS_MARK | (tp->shm ? CG_UCX_HS_SHM : 0));
     memcpy(p + 4, tp->host_key, CG_UCX_HOST_KEY_SIZE);
@@ -167,7 +167,7 @@ int cg__ucx_mode_valid(const uint8_t *peer)
     return (cg__ucx_flags_word(peer) & 0xffffff00u) == CG_UCX_HS_MARK;
 }
 
-int cg__ucx_mode_want_none(const cg_ucx_tp_t *tp, const uint8_t *peer)
+int cg__ucx_mode_want_none(const cg__ucx_tp_t *tp, const uint8_t *peer)
 {
     uint32_t flags = cg__ucx_flags_word(peer);
 
@@ -200,7 +200,7 @@ static size_t cg__ucx_rndv_min(const char *info)
     return (*p >= '0' && *p <= '9') ? (size_t)strtoull(p, NULL, 10) : 0;
 }
 
-int cg__ucx_ep_shm_only(cg_ucx_tp_t *tp, ucp_ep_h ep, char *tl, size_t len,
+int cg__ucx_ep_shm_only(cg__ucx_tp_t *tp, ucp_ep_h ep, char *tl, size_t len,
                         size_t *rndv_min_p)
 {
     char *info = cg__ucx_info(tp, cg__ucx_print_ep, ep);
@@ -247,7 +247,7 @@ int cg__ucx_ep_shm_only(cg_ucx_tp_t *tp, ucp_ep_h ep, char *tl, size_t len,
  * buffer. So a sender that disowns sends still in flight writes one byte
  * on the control socket first, and each rendezvous receive looks for it
  * once its data has arrived. */
-void cg__ucx_mode_abandon(cg_ucx_conn_t *conn)
+void cg__ucx_mode_abandon(cg__ucx_conn_t *conn)
 {
     static const char notice = 'A';
     cg_list_t *l;
@@ -255,7 +255,7 @@ void cg__ucx_mode_abandon(cg_ucx_conn_t *conn)
     if (!conn->err_none || conn->fd < 0)
         return;
     for (l = conn->reqs.next; l != &conn->reqs; l = l->next) {
-        cg_ucx_req_t *req = cg_list_entry(l, cg_ucx_req_t, link);
+        cg__ucx_req_t *req = cg_list_entry(l, cg__ucx_req_t, link);
         if (!(req->flags & CG_UCX_REQ_RECV) && req->ucp != NULL)
             break;
     }
@@ -264,11 +264,11 @@ void cg__ucx_mode_abandon(cg_ucx_conn_t *conn)
     /* The peer's socket holds the byte when send() returns (a socket on
      * this host), before the user can reuse a buffer. A dead peer: EPIPE. */
     if (send(conn->fd, &notice, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
-        cg_debug(((cg_ucx_tp_t *)conn->super.tp)->log, "ucx: abandon notice "
+        cg_debug(((cg__ucx_tp_t *)conn->super.tp)->log, "ucx: abandon notice "
                  "to rank %d not sent: %m", conn->super.peer_rank);
 }
 
-int cg__ucx_mode_abandoned(const cg_ucx_conn_t *conn, size_t length)
+int cg__ucx_mode_abandoned(const cg__ucx_conn_t *conn, size_t length)
 {
     char byte;
 

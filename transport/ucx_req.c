@@ -13,13 +13,13 @@
 
 #include "core/base/error.h"
 
-static cg_ucx_req_t *cg__ucx_req_new(cg_ucx_conn_t *conn, unsigned flags)
+static cg__ucx_req_t *cg__ucx_req_new(cg__ucx_conn_t *conn, unsigned flags)
 {
-    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)conn->super.tp;
-    cg_ucx_req_t *req;
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)conn->super.tp;
+    cg__ucx_req_t *req;
 
     if (!cg_list_empty(&tp->req_cache)) {
-        req = cg_list_entry(tp->req_cache.next, cg_ucx_req_t, link);
+        req = cg_list_entry(tp->req_cache.next, cg__ucx_req_t, link);
         cg_list_del(&req->link);
         tp->ncached--;
     } else {
@@ -29,7 +29,7 @@ static cg_ucx_req_t *cg__ucx_req_new(cg_ucx_conn_t *conn, unsigned flags)
             return NULL;
     }
     memset(req, 0, sizeof(*req));
-    req->super.ops = &cg_ucx_ops;
+    req->super.ops = &cg__ucx_ops;
     req->tp = tp;
     req->conn = conn;
     req->status = CG_INPROGRESS;
@@ -38,9 +38,9 @@ static cg_ucx_req_t *cg__ucx_req_new(cg_ucx_conn_t *conn, unsigned flags)
     return req;
 }
 
-void cg__ucx_req_free(cg_ucx_req_t *req)
+void cg__ucx_req_free(cg__ucx_req_t *req)
 {
-    cg_ucx_tp_t *tp = req->tp;
+    cg__ucx_tp_t *tp = req->tp;
 
     cg_list_del(&req->link);
     if (tp->ncached < CG_UCX_REQ_CACHE && tp->worker != NULL) {
@@ -52,21 +52,22 @@ void cg__ucx_req_free(cg_ucx_req_t *req)
 }
 
 /* Frees the cached request objects (transport teardown). */
-void cg__ucx_req_cache_drain(cg_ucx_tp_t *tp)
+void cg__ucx_req_cache_drain(cg__ucx_tp_t *tp)
 {
     while (!cg_list_empty(&tp->req_cache)) {
         cg_list_t *l = tp->req_cache.next;
         cg_list_del(l);
         cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL,
-                    cg_list_entry(l, cg_ucx_req_t, link), sizeof(cg_ucx_req_t));
+                    cg_list_entry(l, cg__ucx_req_t, link),
+                    sizeof(cg__ucx_req_t));
     }
     tp->ncached = 0;
 }
 
 /* Adds a request whose UCX part is live to its conn's pending list. */
-static void cg__ucx_req_pend(cg_ucx_req_t *req)
+static void cg__ucx_req_pend(cg__ucx_req_t *req)
 {
-    cg_ucx_conn_t *conn = req->conn;
+    cg__ucx_conn_t *conn = req->conn;
 
     if (cg_list_empty(&conn->reqs))
         conn->last_activity_ns = 0; /* the next sweep stamps it */
@@ -77,7 +78,7 @@ static void cg__ucx_req_pend(cg_ucx_req_t *req)
 }
 
 /* Takes a pending request off its conn. */
-static void cg__ucx_req_unpend(cg_ucx_req_t *req)
+static void cg__ucx_req_unpend(cg__ucx_req_t *req)
 {
     cg_list_del(&req->link);
     if (req->conn != NULL) {
@@ -88,7 +89,7 @@ static void cg__ucx_req_unpend(cg_ucx_req_t *req)
     }
 }
 
-void cg__ucx_req_finish(cg_ucx_req_t *req, cg_status_t status)
+void cg__ucx_req_finish(cg__ucx_req_t *req, cg_status_t status)
 {
     void *ucp = req->ucp;
 
@@ -111,7 +112,7 @@ void cg__ucx_req_finish(cg_ucx_req_t *req, cg_status_t status)
  * transfer hit (an I/O error when a CMA read finds the process gone), so
  * the request gets a peer-failure status and the conn is failed by the
  * next sweep (never from inside a UCX callback). */
-static cg_status_t cg__ucx_req_status(cg_ucx_conn_t *conn, ucs_status_t us)
+static cg_status_t cg__ucx_req_status(cg__ucx_conn_t *conn, ucs_status_t us)
 {
     cg_status_t st = cg__ucx_status(us);
 
@@ -120,16 +121,16 @@ static cg_status_t cg__ucx_req_status(cg_ucx_conn_t *conn, ucs_status_t us)
         return st;
     if (conn != NULL && conn->ep_error == UCS_OK) {
         conn->ep_error = us;
-        ((cg_ucx_tp_t *)conn->super.tp)->sweep_now = 1;
+        ((cg__ucx_tp_t *)conn->super.tp)->sweep_now = 1;
     }
     return CG_STATUS_IS_PEER_FAILURE(st) ? st : CG_ERR_PEER_RESET;
 }
 
 /* Completion from UCX, for a request pending or already failed. */
-static void cg__ucx_req_done(cg_ucx_req_t *req, ucs_status_t us,
+static void cg__ucx_req_done(cg__ucx_req_t *req, ucs_status_t us,
                              size_t length)
 {
-    cg_ucx_conn_t *conn = req->conn;
+    cg__ucx_conn_t *conn = req->conn;
 
     req->ucp = NULL;
     if (req->status != CG_INPROGRESS) {
@@ -157,7 +158,7 @@ static void cg__ucx_req_done(cg_ucx_req_t *req, ucs_status_t us,
  * it, callback and ucp_request_free included, before returning (a
  * receive matching a rendezvous from a peer that died, seen under load):
  * then req is final and r is gone; else r is the live request. */
-static void cg__ucx_req_kept(cg_ucx_req_t *req, void *r)
+static void cg__ucx_req_kept(cg__ucx_req_t *req, void *r)
 {
     if (req->status == CG_INPROGRESS)
         req->ucp = r;
@@ -166,7 +167,7 @@ static void cg__ucx_req_kept(cg_ucx_req_t *req, void *r)
 static void cg__ucx_send_cb(void *request, ucs_status_t status,
                             void *user_data)
 {
-    cg_ucx_req_t *req = user_data;
+    cg__ucx_req_t *req = user_data;
 
     ucp_request_free(request);
     cg__ucx_req_done(req, status, req->len);
@@ -180,9 +181,9 @@ static void cg__ucx_recv_cb(void *request, ucs_status_t status,
 }
 
 /* Posts one send on a ready conn. CG_OK when posted (or already done). */
-static cg_status_t cg__ucx_post_send(cg_ucx_req_t *req)
+static cg_status_t cg__ucx_post_send(cg__ucx_req_t *req)
 {
-    cg_ucx_conn_t *conn = req->conn;
+    cg__ucx_conn_t *conn = req->conn;
     ucp_request_param_t p = {0};
     void *r;
 
@@ -192,7 +193,7 @@ static cg_status_t cg__ucx_post_send(cg_ucx_req_t *req)
     /* Pending before the post: its callback may run inside it. */
     cg__ucx_req_pend(req);
     r = ucp_tag_send_nbx(conn->ep, req->buf, req->len,
-                         cg_ucx_tag(conn->peer_id, req->tag), &p);
+                         cg__ucx_tag(conn->peer_id, req->tag), &p);
     if (UCS_PTR_IS_PTR(r)) {
         cg__ucx_req_kept(req, r);
         return CG_OK;
@@ -209,7 +210,7 @@ static cg_status_t cg__ucx_post_send(cg_ucx_req_t *req)
                         ucs_status_string(UCS_PTR_STATUS(r)));
 }
 
-void cg__ucx_req_post_queued(cg_ucx_conn_t *conn)
+void cg__ucx_req_post_queued(cg__ucx_conn_t *conn)
 {
     cg_list_t all;
     cg_status_t st;
@@ -226,7 +227,7 @@ void cg__ucx_req_post_queued(cg_ucx_conn_t *conn)
     cg_list_init(&conn->reqs);
     conn->pending_bytes = 0;
     while (!cg_list_empty(&all)) {
-        cg_ucx_req_t *req = cg_list_entry(all.next, cg_ucx_req_t, link);
+        cg__ucx_req_t *req = cg_list_entry(all.next, cg__ucx_req_t, link);
         cg_list_del(&req->link);
         if (!(req->flags & CG_UCX_REQ_QUEUED)) {
             cg__ucx_req_pend(req);
@@ -245,8 +246,8 @@ void cg__ucx_req_post_queued(cg_ucx_conn_t *conn)
 cg_status_t cg__ucx_isend(cg_tp_conn_t *super, const void *buf, size_t len,
                           uint32_t tag, cg_tp_req_t **req_p)
 {
-    cg_ucx_conn_t *conn = (cg_ucx_conn_t *)super;
-    cg_ucx_req_t *req;
+    cg__ucx_conn_t *conn = (cg__ucx_conn_t *)super;
+    cg__ucx_req_t *req;
     cg_status_t st;
 
     if (conn->state == CG_UCX_CONN_FAILED)
@@ -277,16 +278,16 @@ cg_status_t cg__ucx_isend(cg_tp_conn_t *super, const void *buf, size_t len,
 
 /* Posts a receive on the worker; req->status is final if it completed at
  * once. Any other error is returned. */
-static cg_status_t cg__ucx_post_recv(cg_ucx_req_t *req, void *buf, size_t cap)
+static cg_status_t cg__ucx_post_recv(cg__ucx_req_t *req, void *buf, size_t cap)
 {
-    cg_ucx_conn_t *conn = req->conn;
+    cg__ucx_conn_t *conn = req->conn;
     ucp_tag_recv_info_t info = {0};
     ucp_request_param_t p = {0};
     ucs_status_t us;
     void *r;
 
     ucp_tag_recv_info_t arrived = {0};
-    ucp_tag_t tag = cg_ucx_tag(conn->id, req->tag);
+    ucp_tag_t tag = cg__ucx_tag(conn->id, req->tag);
 
     /* UCX 1.13 leaves recv_info.tag_info unfilled when a receive matches a
      * message that has already arrived and completes at once (the size came
@@ -323,15 +324,15 @@ static cg_status_t cg__ucx_post_recv(cg_ucx_req_t *req, void *buf, size_t cap)
 cg_status_t cg__ucx_irecv(cg_tp_conn_t *super, void *buf, size_t cap,
                           uint32_t tag, cg_tp_req_t **req_p)
 {
-    cg_ucx_conn_t *conn = (cg_ucx_conn_t *)super;
-    cg_ucx_tp_t *tp = (cg_ucx_tp_t *)super->tp;
+    cg__ucx_conn_t *conn = (cg__ucx_conn_t *)super;
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)super->tp;
     ucp_tag_recv_info_t info;
-    cg_ucx_req_t *req;
+    cg__ucx_req_t *req;
     cg_status_t st;
 
     /* A failed conn still delivers what arrived before it failed. */
     if (conn->state == CG_UCX_CONN_FAILED &&
-        ucp_tag_probe_nb(tp->worker, cg_ucx_tag(conn->id, tag), UINT64_MAX,
+        ucp_tag_probe_nb(tp->worker, cg__ucx_tag(conn->id, tag), UINT64_MAX,
                          0, &info) == NULL)
         return cg_error_set(conn->status, "ucx: receive on failed "
                             "connection %u to rank %d: %s", conn->id,
@@ -361,7 +362,7 @@ cg_status_t cg__ucx_irecv(cg_tp_conn_t *super, void *buf, size_t cap,
 
 cg_status_t cg__ucx_test(cg_tp_req_t *super, size_t *size_p)
 {
-    cg_ucx_req_t *req = (cg_ucx_req_t *)super;
+    cg__ucx_req_t *req = (cg__ucx_req_t *)super;
     cg_status_t st;
 
     if (req->status == CG_INPROGRESS) {

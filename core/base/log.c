@@ -30,8 +30,8 @@ void cg_log_set_sink(cg_log_t *log, cg_log_sink_fn sink, void *arg)
     log->sink_arg = arg;
 }
 
-void cg__log(const cg_log_t *log, cg_log_level_t level, const char *file,
-             int line, const char *fmt, ...)
+void cg_log_write(const cg_log_t *log, cg_log_level_t level, const char *file,
+                  int line, const char *fmt, ...)
 {
     char buf[1024];
     int saved_errno = errno; /* callers may log "%m" after us */

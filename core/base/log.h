@@ -21,15 +21,15 @@ typedef struct cg_log {
 void cg_log_init(cg_log_t *log, cg_log_level_t level, int rank);
 void cg_log_set_sink(cg_log_t *log, cg_log_sink_fn sink, void *arg);
 
-void cg__log(const cg_log_t *log, cg_log_level_t level, const char *file,
-             int line, const char *fmt, ...)
+void cg_log_write(const cg_log_t *log, cg_log_level_t level, const char *file,
+                  int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
 #define cg_log_enabled(log, lvl) ((log) != NULL && (lvl) <= (log)->level)
 #define cg_log_at(log, lvl, ...)                                             \
     do {                                                                     \
         if (cg_log_enabled(log, lvl))                                        \
-            cg__log(log, lvl, __FILE__, __LINE__, __VA_ARGS__);              \
+            cg_log_write(log, lvl, __FILE__, __LINE__, __VA_ARGS__);         \
     } while (0)
 
 #define cg_error(log, ...) cg_log_at(log, CG_LOG_ERROR, __VA_ARGS__)

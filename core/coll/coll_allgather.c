@@ -95,7 +95,7 @@ static size_t cg__ag_pieces(const size_t *bytes, size_t piece, int n,
 }
 
 typedef struct cg__ag {
-    cg_coll_op_t *op;
+    cg__coll_op_t *op;
     uint8_t *recv;
     const uint8_t *own;     /* this rank's block as sent (sendbuf) */
     size_t own_off;         /* its place in recv */
@@ -115,9 +115,9 @@ static cg_status_t cg__ag_post_recvs(cg__ag_t *ag)
     while (ag->rposted < ag->nrecv &&
            ag->rposted - ag->rdone < CG__AG_RECVS &&
            cg__ag_next(&ag->rcur, &off, &len)) {
-        st = cg_xfer_post(ag->op, &ag->op->x[ag->rposted % CG__AG_RECVS],
-                          false, ag->left, ag->recv + off, len,
-                          CG_COMM_TAG_GATHER);
+        st = cg__xfer_post(ag->op, &ag->op->x[ag->rposted % CG__AG_RECVS],
+                           false, ag->left, ag->recv + off, len,
+                           CG_COMM_TAG_GATHER);
         if (st != CG_OK)
             return st;
         ag->rposted++;
@@ -128,12 +128,12 @@ static cg_status_t cg__ag_post_recvs(cg__ag_t *ag)
 /* Receives finish in posting order (one link, one tag). */
 static cg_status_t cg__ag_reap(cg__ag_t *ag, bool *moved)
 {
-    cg_coll_op_t *op = ag->op;
+    cg__coll_op_t *op = ag->op;
     cg_status_t st;
 
     while (ag->rdone < ag->rposted) {
-        cg_xfer_t *x = &op->x[ag->rdone % CG__AG_RECVS];
-        if ((st = cg_xfer_test(op, x)) == CG_INPROGRESS)
+        cg__xfer_t *x = &op->x[ag->rdone % CG__AG_RECVS];
+        if ((st = cg__xfer_test(op, x)) == CG_INPROGRESS)
             break;
         if (st != CG_OK)
             return st;
@@ -147,8 +147,8 @@ static cg_status_t cg__ag_reap(cg__ag_t *ag, bool *moved)
         *moved = true;
     }
     while (ag->sdone < ag->sposted) {
-        cg_xfer_t *x = &op->x[CG__AG_X_SEND + ag->sdone % CG__AG_SENDS];
-        if ((st = cg_xfer_test(op, x)) == CG_INPROGRESS)
+        cg__xfer_t *x = &op->x[CG__AG_X_SEND + ag->sdone % CG__AG_SENDS];
+        if ((st = cg__xfer_test(op, x)) == CG_INPROGRESS)
             break;
         if (st != CG_OK)
             return st;
@@ -173,11 +173,11 @@ static cg_status_t cg__ag_post_sends(cg__ag_t *ag)
         const uint8_t *src = ag->sposted < ag->own_pieces
                                  ? ag->own + (off - ag->own_off)
                                  : ag->recv + off;
-        st = cg_xfer_post(ag->op,
-                          &ag->op->x[CG__AG_X_SEND +
+        st = cg__xfer_post(ag->op,
+                           &ag->op->x[CG__AG_X_SEND +
                                      ag->sposted % CG__AG_SENDS],
-                          true, ag->right, (void *)src, len,
-                          CG_COMM_TAG_GATHER);
+                           true, ag->right, (void *)src, len,
+                           CG_COMM_TAG_GATHER);
         if (st != CG_OK)
             return st;
         ag->sposted++;
@@ -203,7 +203,7 @@ static bool cg__ag_copy_own(cg__ag_t *ag, size_t max)
 
 static cg_status_t cg__ag_ring(cg__ag_t *ag)
 {
-    cg_coll_op_t *op = ag->op;
+    cg__coll_op_t *op = ag->op;
     cg_status_t st;
 
     while (ag->rdone < ag->nrecv || ag->sdone < ag->nsend) {
@@ -213,11 +213,11 @@ static cg_status_t cg__ag_ring(cg__ag_t *ag)
             (st = cg__ag_reap(ag, &moved)) != CG_OK)
             return st;
         if (!moved && !cg__ag_copy_own(ag, ag->piece)) {
-            const cg_xfer_t *w =
+            const cg__xfer_t *w =
                 ag->rdone < ag->rposted
                     ? &op->x[ag->rdone % CG__AG_RECVS]
                     : &op->x[CG__AG_X_SEND + ag->sdone % CG__AG_SENDS];
-            if ((st = cg_coll_idle(op, w)) != CG_OK)
+            if ((st = cg__coll_idle(op, w)) != CG_OK)
                 return st;
         }
     }
@@ -252,7 +252,7 @@ static cg_status_t cg__ag_check(const cg_comm_t *comm, const void *sendbuf,
 cg_status_t cg_allgatherv(cg_comm_t *comm, const void *sendbuf,
                           void *recvbuf, const size_t *bytes)
 {
-    cg_coll_op_t op_on_stack, *cop = &op_on_stack;
+    cg__coll_op_t op_on_stack, *cop = &op_on_stack;
     cg_status_t st = cg__ag_check(comm, sendbuf, recvbuf, bytes);
     size_t piece;
     int n, r;
@@ -262,7 +262,7 @@ cg_status_t cg_allgatherv(cg_comm_t *comm, const void *sendbuf,
         return st;
     n = cg_comm_size(comm);
     r = cg_comm_rank(comm);
-    st = cg_coll_op_begin(cop, comm, "allgather");
+    st = cg__coll_op_begin(cop, comm, "allgather");
     if (st != CG_OK)
         return st;
     ag = (cg__ag_t){.op = cop, .recv = recvbuf, .own = sendbuf,
@@ -286,6 +286,6 @@ cg_status_t cg_allgatherv(cg_comm_t *comm, const void *sendbuf,
     ag.own_len = ag.own != ag.recv + ag.own_off ? bytes[r] : 0;
     st = cg__ag_ring(&ag);
     if (st != CG_OK)
-        return cg_coll_abort(cop, st);
+        return cg__coll_abort(cop, st);
     return CG_OK;
 }

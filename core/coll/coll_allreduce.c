@@ -74,7 +74,7 @@ static void cg__rd_combine(uint8_t *piece, const uint8_t **cur, void *tmp,
     *cur = piece;
 }
 
-static cg_status_t cg__rd_piece(cg_coll_op_t *op, const uint8_t *src,
+static cg_status_t cg__rd_piece(cg__coll_op_t *op, const uint8_t *src,
                                 uint8_t *piece, void *tmp, size_t len,
                                 cg_dtype_t dt, cg_redop_t redop,
                                 double postscale)
@@ -90,19 +90,19 @@ static cg_status_t cg__rd_piece(cg_coll_op_t *op, const uint8_t *src,
     rem = n - p;
     nr = r < 2 * rem ? (r % 2 ? r / 2 : -1) : r - rem;
     if (r < 2 * rem && nr < 0)
-        st = cg_coll_sendrecv(op, r + 1, cur, len, -1, NULL, 0,
-                              CG_COMM_TAG_RD, NULL);
+        st = cg__coll_sendrecv(op, r + 1, cur, len, -1, NULL, 0,
+                               CG_COMM_TAG_RD, NULL);
     else if (r < 2 * rem)
-        st = cg_coll_sendrecv(op, -1, NULL, 0, r - 1, tmp, len,
-                              CG_COMM_TAG_RD, NULL);
+        st = cg__coll_sendrecv(op, -1, NULL, 0, r - 1, tmp, len,
+                               CG_COMM_TAG_RD, NULL);
     if (st != CG_OK)
         return st;
     if (r < 2 * rem && nr >= 0)
         cg__rd_combine(piece, &cur, tmp, len, el, dt, redop, true);
     for (int mask = 1; nr >= 0 && mask < p; mask <<= 1) {
         int peer = cg__rd_real(nr ^ mask, rem);
-        st = cg_coll_sendrecv(op, peer, cur, len, peer, tmp, len,
-                              CG_COMM_TAG_RD, NULL);
+        st = cg__coll_sendrecv(op, peer, cur, len, peer, tmp, len,
+                               CG_COMM_TAG_RD, NULL);
         if (st != CG_OK)
             return st;
         cg__rd_combine(piece, &cur, tmp, len, el, dt, redop, peer < r);
@@ -113,16 +113,16 @@ static cg_status_t cg__rd_piece(cg_coll_op_t *op, const uint8_t *src,
             return st;
     }
     if (r < 2 * rem)
-        st = nr >= 0 ? cg_coll_sendrecv(op, r - 1, piece, len, -1, NULL, 0,
-                                        CG_COMM_TAG_RD, NULL)
-                     : cg_coll_sendrecv(op, -1, NULL, 0, r + 1, piece, len,
-                                        CG_COMM_TAG_RD, NULL);
+        st = nr >= 0 ? cg__coll_sendrecv(op, r - 1, piece, len, -1, NULL, 0,
+                                         CG_COMM_TAG_RD, NULL)
+                     : cg__coll_sendrecv(op, -1, NULL, 0, r + 1, piece, len,
+                                         CG_COMM_TAG_RD, NULL);
     return st;
 }
 
-cg_status_t cg_rd_allreduce(cg_coll_op_t *op, const void *sendbuf,
-                            void *recvbuf, size_t count, cg_dtype_t dt,
-                            cg_redop_t redop, double postscale)
+cg_status_t cg__rd_allreduce(cg__coll_op_t *op, const void *sendbuf,
+                             void *recvbuf, size_t count, cg_dtype_t dt,
+                             cg_redop_t redop, double postscale)
 {
     size_t el = cg_dtype_size(dt), bytes = count * el;
     size_t piece = CG_COLL_SMALL_BYTES / el * el, want, got;
@@ -133,7 +133,7 @@ cg_status_t cg_rd_allreduce(cg_coll_op_t *op, const void *sendbuf,
     st = cg_comm_scratch(op->comm, CG_COLL_SCRATCH_RD, want, want, piece, el,
                          &tmp, &got);
     if (st != CG_OK)
-        return cg_coll_abort(op, st);
+        return cg__coll_abort(op, st);
     for (size_t off = 0; off < bytes && st == CG_OK; off += want) {
         size_t len = bytes - off < want ? bytes - off : want;
         st = cg__rd_piece(op, (const uint8_t *)sendbuf + off,
@@ -141,7 +141,7 @@ cg_status_t cg_rd_allreduce(cg_coll_op_t *op, const void *sendbuf,
                           postscale);
     }
     if (st != CG_OK)
-        st = cg_coll_abort(op, st);
+        st = cg__coll_abort(op, st);
     return st;
 }
 
@@ -176,7 +176,7 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
                                      void *recvbuf, size_t count,
                                      cg_dtype_t dt, cg_redop_t op,
                                      double prescale, double postscale,
-                                     const cg_coll_staging_t *sg);
+                                     const cg__coll_staging_t *sg);
 
 /* Shared memory is not faster everywhere for large messages: on a 16-core
  * Intel host it ran 1.3-2.9x the ring's speed at 64 KiB-64 MiB, on a
@@ -241,10 +241,10 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
                                      void *recvbuf, size_t count,
                                      cg_dtype_t dt, cg_redop_t op,
                                      double prescale, double postscale,
-                                     const cg_coll_staging_t *sg)
+                                     const cg__coll_staging_t *sg)
 {
     size_t bytes = count * cg_dtype_size(dt);
-    cg_coll_op_t op_on_stack, *cop = &op_on_stack;
+    cg__coll_op_t op_on_stack, *cop = &op_on_stack;
     bool ring;
     cg_status_t st;
 
@@ -254,7 +254,7 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
         if (st != CG_OK)
             return st;
     }
-    st = cg_coll_op_begin(cop, comm, "allreduce");
+    st = cg__coll_op_begin(cop, comm, "allreduce");
     if (st != CG_OK || count == 0)
         return st;
     /* Unstaged: every algorithm starts from the prescaled input in recv
@@ -267,9 +267,9 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
         sendbuf = recvbuf;
     }
     if (cg__use_shm(comm, bytes)) {
-        st = cg_shm_allreduce(cop, sendbuf, recvbuf, count, dt, op,
-                              postscale, sg);
-        return st == CG_OK ? st : cg_coll_abort(cop, st);
+        st = cg__shm_allreduce(cop, sendbuf, recvbuf, count, dt, op,
+                               postscale, sg);
+        return st == CG_OK ? st : cg__coll_abort(cop, st);
     }
     ring = cg_comm_size(comm) > 1 &&
            cg_allreduce_algo(comm, bytes) == CG_COLL_ALGO_RING;
@@ -278,10 +278,10 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
     if (sg != NULL && sg->stage->segs != NULL && cg_comm_size(comm) > 2)
         ring = true;
     if (sg != NULL && !ring)
-        cg_coll_fill(sg, recvbuf, bytes); /* prescaled there */
+        cg__coll_fill(sg, recvbuf, bytes); /* prescaled there */
     if (sg != NULL && ring) {
-        st = cg_ring_allreduce(cop, sendbuf, recvbuf, count, dt, op,
-                               postscale, sg);
+        st = cg__ring_allreduce(cop, sendbuf, recvbuf, count, dt, op,
+                                postscale, sg);
         return st;
     }
     if (cg_comm_size(comm) == 1) {
@@ -290,16 +290,16 @@ static cg_status_t cg__allreduce_run(cg_comm_t *comm, const void *sendbuf,
         st = cg_reduce_post(recvbuf, count, dt, op, 1, postscale);
     } else if (cg_allreduce_algo(comm, bytes) == CG_COLL_ALGO_RD) {
         st = cg_comm_size(comm) == 2
-                 ? cg_pair_allreduce(cop, sendbuf, recvbuf, count, dt, op,
-                                     postscale)
-                 : cg_rd_allreduce(cop, sendbuf, recvbuf, count, dt, op,
-                                   postscale);
+                 ? cg__pair_allreduce(cop, sendbuf, recvbuf, count, dt, op,
+                                      postscale)
+                 : cg__rd_allreduce(cop, sendbuf, recvbuf, count, dt, op,
+                                    postscale);
     } else {
-        st = cg_ring_allreduce(cop, sendbuf, recvbuf, count, dt, op,
-                               postscale, NULL);
+        st = cg__ring_allreduce(cop, sendbuf, recvbuf, count, dt, op,
+                                postscale, NULL);
     }
     if (st == CG_OK)
-        cg_coll_drain(sg, recvbuf, bytes);
+        cg__coll_drain(sg, recvbuf, bytes);
     return st;
 }
 
@@ -321,7 +321,7 @@ cg_status_t cg_allreduce_staged(cg_comm_t *comm, void *buf, size_t count,
                                 double prescale, double postscale,
                                 const cg_coll_stage_t *stage)
 {
-    cg_coll_staging_t sg = {stage, buf, dt, prescale};
+    cg__coll_staging_t sg = {stage, buf, dt, prescale};
     cg_status_t st = cg__allreduce_check(comm, buf, buf, count, dt, op,
                                          prescale, postscale);
 

@@ -34,7 +34,7 @@ cg_bcast_algo_t cg_broadcast_algo(const cg_comm_t *comm, size_t bytes)
     return bytes <= CG_COLL_SMALL_BYTES ? CG_BCAST_TREE : CG_BCAST_CHAIN;
 }
 
-static cg_status_t cg__bcast_tree(cg_coll_op_t *op, void *buf, size_t bytes,
+static cg_status_t cg__bcast_tree(cg__coll_op_t *op, void *buf, size_t bytes,
                                   int root)
 {
     int n = cg_comm_size(op->comm), r = cg_comm_rank(op->comm);
@@ -45,8 +45,8 @@ static cg_status_t cg__bcast_tree(cg_coll_op_t *op, void *buf, size_t bytes,
     while (mask < n && !(vr & mask))
         mask <<= 1;
     if (vr != 0) {
-        st = cg_coll_sendrecv(op, -1, NULL, 0, (vr - mask + root) % n, buf,
-                              bytes, CG_COMM_TAG_BCAST, NULL);
+        st = cg__coll_sendrecv(op, -1, NULL, 0, (vr - mask + root) % n, buf,
+                               bytes, CG_COMM_TAG_BCAST, NULL);
         if (st != CG_OK)
             return st;
     }
@@ -54,8 +54,8 @@ static cg_status_t cg__bcast_tree(cg_coll_op_t *op, void *buf, size_t bytes,
     for (mask >>= 1; mask > 0; mask >>= 1) {
         if (vr + mask >= n)
             continue;
-        st = cg_coll_sendrecv(op, (vr + mask + root) % n, buf, bytes, -1,
-                              NULL, 0, CG_COMM_TAG_BCAST, NULL);
+        st = cg__coll_sendrecv(op, (vr + mask + root) % n, buf, bytes, -1,
+                               NULL, 0, CG_COMM_TAG_BCAST, NULL);
         if (st != CG_OK)
             return st;
     }
@@ -64,7 +64,7 @@ static cg_status_t cg__bcast_tree(cg_coll_op_t *op, void *buf, size_t bytes,
 
 /* Chain piece i (of CG__CHAIN_PIECE bytes, the last one shorter): its
  * receive lives in x[i % RECVS], its send in x[RECVS + i % SENDS]. */
-static cg_status_t cg__bcast_chain(cg_coll_op_t *op, uint8_t *buf,
+static cg_status_t cg__bcast_chain(cg__coll_op_t *op, uint8_t *buf,
                                    size_t bytes, size_t el, int root)
 {
     int n = cg_comm_size(op->comm), r = cg_comm_rank(op->comm);
@@ -79,36 +79,36 @@ static cg_status_t cg__bcast_chain(cg_coll_op_t *op, uint8_t *buf,
         for (; vr != 0 && posted < npieces && posted < i + CG__CHAIN_RECVS;
              posted++) {
             size_t o = posted * piece;
-            st = cg_xfer_post(op, &op->x[posted % CG__CHAIN_RECVS], false,
-                              prev, buf + o,
-                              bytes - o < piece ? bytes - o : piece,
-                              CG_COMM_TAG_BCAST);
+            st = cg__xfer_post(op, &op->x[posted % CG__CHAIN_RECVS], false,
+                               prev, buf + o,
+                               bytes - o < piece ? bytes - o : piece,
+                               CG_COMM_TAG_BCAST);
             if (st != CG_OK)
                 return st;
         }
         if (vr != 0) {
-            st = cg_xfer_wait(op, &op->x[i % CG__CHAIN_RECVS]);
+            st = cg__xfer_wait(op, &op->x[i % CG__CHAIN_RECVS]);
             if (st != CG_OK)
                 return st;
         }
         if (vr == n - 1)
             continue;
         if (i >= CG__CHAIN_SENDS) {
-            st = cg_xfer_wait(op, &op->x[CG__CHAIN_RECVS +
+            st = cg__xfer_wait(op, &op->x[CG__CHAIN_RECVS +
                                          (i - CG__CHAIN_SENDS) %
                                              CG__CHAIN_SENDS]);
             if (st != CG_OK)
                 return st;
         }
-        st = cg_xfer_post(op, &op->x[CG__CHAIN_RECVS + i % CG__CHAIN_SENDS],
-                          true, next, buf + off, len, CG_COMM_TAG_BCAST);
+        st = cg__xfer_post(op, &op->x[CG__CHAIN_RECVS + i % CG__CHAIN_SENDS],
+                           true, next, buf + off, len, CG_COMM_TAG_BCAST);
         if (st != CG_OK)
             return st;
         sent = i + 1;
     }
     for (size_t i = sent > CG__CHAIN_SENDS ? sent - CG__CHAIN_SENDS : 0;
          i < sent; i++) {
-        st = cg_xfer_wait(op, &op->x[CG__CHAIN_RECVS + i % CG__CHAIN_SENDS]);
+        st = cg__xfer_wait(op, &op->x[CG__CHAIN_RECVS + i % CG__CHAIN_SENDS]);
         if (st != CG_OK)
             return st;
     }
@@ -119,7 +119,7 @@ cg_status_t cg_broadcast(cg_comm_t *comm, void *buf, size_t count,
                          cg_dtype_t dt, int root)
 {
     size_t el = cg_dtype_size(dt), bytes = count * el;
-    cg_coll_op_t op_on_stack, *cop = &op_on_stack;
+    cg__coll_op_t op_on_stack, *cop = &op_on_stack;
     cg_status_t st;
 
     if (comm == NULL || el == 0)
@@ -131,14 +131,14 @@ cg_status_t cg_broadcast(cg_comm_t *comm, void *buf, size_t count,
     if (count > 0 && buf == NULL)
         return cg_error_set(CG_ERR_INVALID_PARAM, "broadcast: buf is NULL "
                             "with count %zu", count);
-    st = cg_coll_op_begin(cop, comm, "broadcast");
+    st = cg__coll_op_begin(cop, comm, "broadcast");
     if (st == CG_OK && count > 0 && cg_comm_size(comm) > 1) {
         if (cg_broadcast_algo(comm, bytes) == CG_BCAST_TREE)
             st = cg__bcast_tree(cop, buf, bytes, root);
         else
             st = cg__bcast_chain(cop, buf, bytes, el, root);
         if (st != CG_OK)
-            st = cg_coll_abort(cop, st);
+            st = cg__coll_abort(cop, st);
     }
     return st;
 }

@@ -22,7 +22,7 @@
 #define CG__X_SEND CG__PAIR_SLOTS
 
 typedef struct cg__pair {
-    cg_coll_op_t *op;
+    cg__coll_op_t *op;
     const uint8_t *send;
     uint8_t *recv;
     size_t bytes, piece, npieces, el;
@@ -65,23 +65,23 @@ static cg_status_t cg__pair_reduce(cg__pair_t *p, size_t k, void *tmp)
 /* Posts what may be posted: receives into idle slots, sends ahead. */
 static cg_status_t cg__pair_post(cg__pair_t *p, int peer)
 {
-    cg_coll_op_t *op = p->op;
+    cg__coll_op_t *op = p->op;
     cg_status_t st;
 
     while (p->posted < p->npieces && p->posted - p->done < CG__PAIR_SLOTS) {
         size_t k = p->posted;
-        st = cg_xfer_post(op, &op->x[k % CG__PAIR_SLOTS], false, peer,
-                          p->slot[k % CG__PAIR_SLOTS], cg__pair_len(p, k),
-                          CG_COMM_TAG_RD);
+        st = cg__xfer_post(op, &op->x[k % CG__PAIR_SLOTS], false, peer,
+                           p->slot[k % CG__PAIR_SLOTS], cg__pair_len(p, k),
+                           CG_COMM_TAG_RD);
         if (st != CG_OK)
             return st;
         p->posted++;
     }
     while (p->sent < p->npieces && p->sent - p->sdone < CG__PAIR_SENDS) {
         size_t k = p->sent;
-        st = cg_xfer_post(op, &op->x[CG__X_SEND + k % CG__PAIR_SENDS], true,
-                          peer, (void *)(p->send + k * p->piece),
-                          cg__pair_len(p, k), CG_COMM_TAG_RD);
+        st = cg__xfer_post(op, &op->x[CG__X_SEND + k % CG__PAIR_SENDS], true,
+                           peer, (void *)(p->send + k * p->piece),
+                           cg__pair_len(p, k), CG_COMM_TAG_RD);
         if (st != CG_OK)
             return st;
         p->sent++;
@@ -93,13 +93,13 @@ static cg_status_t cg__pair_post(cg__pair_t *p, int peer)
  * place a piece is overwritten only once its own send is done. */
 static cg_status_t cg__pair_reap(cg__pair_t *p, bool *progress)
 {
-    cg_coll_op_t *op = p->op;
-    cg_xfer_t *x;
+    cg__coll_op_t *op = p->op;
+    cg__xfer_t *x;
     cg_status_t st;
 
     while (p->sdone < p->sent) {
         x = &op->x[CG__X_SEND + p->sdone % CG__PAIR_SENDS];
-        if ((st = cg_xfer_test(op, x)) == CG_INPROGRESS)
+        if ((st = cg__xfer_test(op, x)) == CG_INPROGRESS)
             break;
         if (st != CG_OK)
             return st;
@@ -109,7 +109,7 @@ static cg_status_t cg__pair_reap(cg__pair_t *p, bool *progress)
     while (p->done < p->posted &&
            (p->send != p->recv || p->sdone > p->done)) {
         x = &op->x[p->done % CG__PAIR_SLOTS];
-        if ((st = cg_xfer_test(op, x)) == CG_INPROGRESS)
+        if ((st = cg__xfer_test(op, x)) == CG_INPROGRESS)
             break;
         if (st != CG_OK)
             return st;
@@ -124,7 +124,7 @@ static cg_status_t cg__pair_reap(cg__pair_t *p, bool *progress)
 
 static cg_status_t cg__pair_run(cg__pair_t *p, int peer)
 {
-    cg_coll_op_t *op = p->op;
+    cg__coll_op_t *op = p->op;
     cg_status_t st = CG_OK;
 
     while (p->done < p->npieces || p->sdone < p->npieces) {
@@ -135,11 +135,11 @@ static cg_status_t cg__pair_run(cg__pair_t *p, int peer)
         if (st != CG_OK)
             return st;
         if (!progress) {
-            const cg_xfer_t *w = p->done < p->posted
+            const cg__xfer_t *w = p->done < p->posted
                                      ? &op->x[p->done % CG__PAIR_SLOTS]
                                      : &op->x[CG__X_SEND +
                                               p->sdone % CG__PAIR_SENDS];
-            st = cg_coll_idle(op, w);
+            st = cg__coll_idle(op, w);
             if (st != CG_OK)
                 return st;
         }
@@ -147,9 +147,9 @@ static cg_status_t cg__pair_run(cg__pair_t *p, int peer)
     return CG_OK;
 }
 
-cg_status_t cg_pair_allreduce(cg_coll_op_t *op, const void *sendbuf,
-                              void *recvbuf, size_t count, cg_dtype_t dt,
-                              cg_redop_t redop, double postscale)
+cg_status_t cg__pair_allreduce(cg__coll_op_t *op, const void *sendbuf,
+                               void *recvbuf, size_t count, cg_dtype_t dt,
+                               cg_redop_t redop, double postscale)
 {
     cg_comm_t *comm = op->comm;
     int r = cg_comm_rank(comm);
@@ -174,6 +174,6 @@ cg_status_t cg_pair_allreduce(cg_coll_op_t *op, const void *sendbuf,
     if (st == CG_OK)
         st = cg__pair_run(&p, 1 - r);
     if (st != CG_OK)
-        return cg_coll_abort(op, st);
+        return cg__coll_abort(op, st);
     return CG_OK;
 }

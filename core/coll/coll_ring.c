@@ -57,7 +57,7 @@ typedef struct cg__ring_slot {
 } cg__ring_slot_t;
 
 typedef struct cg__ring {
-    cg_coll_op_t *op;
+    cg__coll_op_t *op;
     cg_governor_t *gov;
     int left, right;
     size_t el;             /* element bytes */
@@ -69,7 +69,7 @@ typedef struct cg__ring {
     size_t ag_piece;       /* all-gather piece: from count and n only */
     bool sock;             /* over sockets: larger pieces */
     size_t fixed_max;      /* pieces up to this fit every rank's slots */
-    const cg_coll_staging_t *sg; /* in place, filled / drained by range */
+    const cg__coll_staging_t *sg; /* in place, filled / drained by range */
 } cg__ring_t;
 
 /* One reduce-scatter step: send src[0..slen) to the right in the pieces
@@ -167,7 +167,7 @@ static cg_status_t cg__ring_slot_fit(cg__ring_t *ring, int i, size_t chunk)
 /* Receiver side: post a receive and its credit into every idle slot. */
 static cg_status_t cg__ring_post_recvs(cg__ring_t *ring, cg__ring_step_t *st)
 {
-    cg_coll_op_t *op = ring->op;
+    cg__coll_op_t *op = ring->op;
     cg_status_t status;
 
     for (int i = 0; i < CG__RING_SLOTS && st->posted < st->rlen; i++) {
@@ -192,14 +192,14 @@ static cg_status_t cg__ring_post_recvs(cg__ring_t *ring, cg__ring_step_t *st)
         /* Staged (in place): each step reduces into a segment this rank
          * has not read yet; its bytes are filled while the piece is on
          * its way, unless the stage reduces straight from its input. */
-        if (!cg_coll_reduces_in(ring->sg))
-            cg_coll_fill(ring->sg, st->dst + s->off, len);
-        status = cg_xfer_post(op, &op->x[CG__X_RDATA + i], false, ring->left,
-                              s->buf, len, CG_COMM_TAG_DATA);
+        if (!cg__coll_reduces_in(ring->sg))
+            cg__coll_fill(ring->sg, st->dst + s->off, len);
+        status = cg__xfer_post(op, &op->x[CG__X_RDATA + i], false, ring->left,
+                               s->buf, len, CG_COMM_TAG_DATA);
         if (status == CG_OK && !st->fixed)
-            status = cg_xfer_post(op, &op->x[CG__X_RCREDIT + i], true,
-                                  ring->left, &s->credit, sizeof(s->credit),
-                                  CG_COMM_TAG_CREDIT);
+            status = cg__xfer_post(op, &op->x[CG__X_RCREDIT + i], true,
+                                   ring->left, &s->credit, sizeof(s->credit),
+                                   CG_COMM_TAG_CREDIT);
         if (status != CG_OK)
             return status;
         st->posted += len;
@@ -214,21 +214,21 @@ static cg_status_t cg__ring_post_recvs(cg__ring_t *ring, cg__ring_step_t *st)
  * the transport as CG_ERR_TRUNCATED). */
 static cg_status_t cg__ring_reap_recvs(cg__ring_t *ring, cg__ring_step_t *st)
 {
-    cg_coll_op_t *op = ring->op;
+    cg__coll_op_t *op = ring->op;
     cg_status_t status;
 
     for (int i = 0; i < CG__RING_SLOTS; i++) {
         cg__ring_slot_t *s = &ring->slot[i];
-        cg_xfer_t *x = &op->x[CG__X_RDATA + i];
+        cg__xfer_t *x = &op->x[CG__X_RDATA + i];
         if (s->len == 0 || x->req == NULL)
             continue;
-        status = cg_xfer_test(op, x);
+        status = cg__xfer_test(op, x);
         if (status == CG_INPROGRESS)
             continue;
         if (status != CG_OK)
             return status;
-        if (cg_coll_reduces_in(ring->sg))
-            cg_coll_reduce_in(ring->sg, st->dst + s->off, s->len, s->buf);
+        if (cg__coll_reduces_in(ring->sg))
+            cg__coll_reduce_in(ring->sg, st->dst + s->off, s->len, s->buf);
         else if (st->dst == st->local)
             cg_reduce(st->dst + s->off, s->buf, s->len / ring->el, ring->dt,
                       ring->redop);
@@ -246,7 +246,7 @@ static cg_status_t cg__ring_reap_recvs(cg__ring_t *ring, cg__ring_step_t *st)
         s->len = 0;
     }
     for (int i = 0; i < CG__RING_SLOTS; i++) {
-        status = cg_xfer_test(op, &op->x[CG__X_RCREDIT + i]);
+        status = cg__xfer_test(op, &op->x[CG__X_RCREDIT + i]);
         if (status != CG_OK && status != CG_INPROGRESS)
             return status;
     }
@@ -256,12 +256,12 @@ static cg_status_t cg__ring_reap_recvs(cg__ring_t *ring, cg__ring_step_t *st)
 /* Sender side: turn each credit into a send of that many bytes. */
 static cg_status_t cg__ring_sends(cg__ring_t *ring, cg__ring_step_t *st)
 {
-    cg_coll_op_t *op = ring->op;
-    cg_xfer_t *cx = &op->x[CG__X_SCREDIT];
+    cg__coll_op_t *op = ring->op;
+    cg__xfer_t *cx = &op->x[CG__X_SCREDIT];
     cg_status_t status;
 
     while (st->sent_idx > st->send_head) {
-        status = cg_xfer_test(op, &op->x[CG__X_SDATA +
+        status = cg__xfer_test(op, &op->x[CG__X_SDATA +
                                          st->send_head % CG__RING_SENDS]);
         if (status == CG_INPROGRESS)
             break;
@@ -274,12 +274,12 @@ static cg_status_t cg__ring_sends(cg__ring_t *ring, cg__ring_step_t *st)
         size_t len = st->slen - st->credited;
         len = len < st->piece ? len : st->piece;
         if (st->src_fill)
-            cg_coll_fill(ring->sg, st->src + st->credited, len);
-        status = cg_xfer_post(op, &op->x[CG__X_SDATA +
+            cg__coll_fill(ring->sg, st->src + st->credited, len);
+        status = cg__xfer_post(op, &op->x[CG__X_SDATA +
                                          st->sent_idx % CG__RING_SENDS],
-                              true, ring->right,
-                              (void *)(st->src + st->credited), len,
-                              CG_COMM_TAG_DATA);
+                               true, ring->right,
+                               (void *)(st->src + st->credited), len,
+                               CG_COMM_TAG_DATA);
         if (status != CG_OK)
             return status;
         st->sent_idx++;
@@ -288,7 +288,7 @@ static cg_status_t cg__ring_sends(cg__ring_t *ring, cg__ring_step_t *st)
     if (st->fixed)
         return CG_OK;
     if (st->credit_posted) {
-        status = cg_xfer_test(op, cx);
+        status = cg__xfer_test(op, cx);
         if (status != CG_OK)
             return status; /* CG_INPROGRESS included */
         if (ring->credit_in == 0 ||
@@ -302,13 +302,13 @@ static cg_status_t cg__ring_sends(cg__ring_t *ring, cg__ring_step_t *st)
         if (st->sent_idx - st->send_head == CG__RING_SENDS)
             return CG_INPROGRESS; /* every send slot busy: retry later */
         if (st->src_fill)
-            cg_coll_fill(ring->sg, st->src + st->credited,
-                         (size_t)ring->credit_in);
-        status = cg_xfer_post(op, &op->x[CG__X_SDATA +
+            cg__coll_fill(ring->sg, st->src + st->credited,
+                          (size_t)ring->credit_in);
+        status = cg__xfer_post(op, &op->x[CG__X_SDATA +
                                          st->sent_idx % CG__RING_SENDS],
-                              true, ring->right,
-                              (void *)(st->src + st->credited),
-                              (size_t)ring->credit_in, CG_COMM_TAG_DATA);
+                               true, ring->right,
+                               (void *)(st->src + st->credited),
+                               (size_t)ring->credit_in, CG_COMM_TAG_DATA);
         if (status != CG_OK)
             return status;
         st->sent_idx++;
@@ -316,8 +316,8 @@ static cg_status_t cg__ring_sends(cg__ring_t *ring, cg__ring_step_t *st)
         st->credit_posted = false;
     }
     if (!st->credit_posted && st->credited < st->slen) {
-        status = cg_xfer_post(op, cx, false, ring->right, &ring->credit_in,
-                              sizeof(ring->credit_in), CG_COMM_TAG_CREDIT);
+        status = cg__xfer_post(op, cx, false, ring->right, &ring->credit_in,
+                               sizeof(ring->credit_in), CG_COMM_TAG_CREDIT);
         if (status != CG_OK)
             return status;
         st->credit_posted = true;
@@ -340,14 +340,14 @@ static size_t cg__ring_prefix(const cg__ring_t *ring,
  * ahead, both reaped in order. */
 static cg_status_t cg__ring_gather(cg__ring_t *ring, cg__ring_step_t *st)
 {
-    cg_coll_op_t *op = ring->op;
+    cg__coll_op_t *op = ring->op;
     size_t prefix = cg__ring_prefix(ring, st), len;
     cg_status_t status;
-    cg_xfer_t *x;
+    cg__xfer_t *x;
 
     while (st->ag_send_head < st->ag_sent_idx) {
         x = &op->x[CG__X_AGS + st->ag_send_head % CG__AG_SENDS];
-        if ((status = cg_xfer_test(op, x)) == CG_INPROGRESS)
+        if ((status = cg__xfer_test(op, x)) == CG_INPROGRESS)
             break;
         if (status != CG_OK)
             return status;
@@ -360,24 +360,24 @@ static cg_status_t cg__ring_gather(cg__ring_t *ring, cg__ring_step_t *st)
         if (st->ag_sent + len > prefix)
             break;
         x = &op->x[CG__X_AGS + st->ag_sent_idx % CG__AG_SENDS];
-        status = cg_xfer_post(op, x, true, ring->right, st->dst + st->ag_sent,
-                              len, CG_COMM_TAG_GATHER);
+        status = cg__xfer_post(op, x, true, ring->right, st->dst + st->ag_sent,
+                               len, CG_COMM_TAG_GATHER);
         if (status != CG_OK)
             return status;
-        cg_coll_drain(ring->sg, st->dst + st->ag_sent, len); /* final */
+        cg__coll_drain(ring->sg, st->dst + st->ag_sent, len); /* final */
         st->ag_sent += len;
         st->ag_sent_idx++;
     }
     while (st->ag_done_idx < st->ag_posted_idx) {
         size_t off = st->ag_done_idx * st->ag_piece;
         x = &op->x[CG__X_AGR + st->ag_done_idx % CG__AG_RECVS];
-        if ((status = cg_xfer_test(op, x)) == CG_INPROGRESS)
+        if ((status = cg__xfer_test(op, x)) == CG_INPROGRESS)
             break;
         if (status != CG_OK)
             return status;
         len = st->ag_in_len - off;
-        cg_coll_drain(ring->sg, st->ag_in + off,
-                      len < st->ag_piece ? len : st->ag_piece);
+        cg__coll_drain(ring->sg, st->ag_in + off,
+                       len < st->ag_piece ? len : st->ag_piece);
         st->ag_done_idx++;
     }
     while (st->ag_posted < st->ag_in_len &&
@@ -385,9 +385,9 @@ static cg_status_t cg__ring_gather(cg__ring_t *ring, cg__ring_step_t *st)
         len = st->ag_in_len - st->ag_posted;
         len = len < st->ag_piece ? len : st->ag_piece;
         x = &op->x[CG__X_AGR + st->ag_posted_idx % CG__AG_RECVS];
-        status = cg_xfer_post(op, x, false, ring->left,
-                              st->ag_in + st->ag_posted, len,
-                              CG_COMM_TAG_GATHER);
+        status = cg__xfer_post(op, x, false, ring->left,
+                               st->ag_in + st->ag_posted, len,
+                               CG_COMM_TAG_GATHER);
         if (status != CG_OK)
             return status;
         st->ag_posted += len;
@@ -399,7 +399,7 @@ static cg_status_t cg__ring_gather(cg__ring_t *ring, cg__ring_step_t *st)
 static bool cg__ring_step_done(const cg__ring_t *ring,
                                const cg__ring_step_t *st)
 {
-    const cg_coll_op_t *op = ring->op;
+    const cg__coll_op_t *op = ring->op;
 
     if (st->done < st->rlen || st->credited < st->slen ||
         st->send_head < st->sent_idx)
@@ -417,7 +417,7 @@ static bool cg__ring_step_done(const cg__ring_t *ring,
 
 static cg_status_t cg__ring_step(cg__ring_t *ring, cg__ring_step_t *st)
 {
-    cg_coll_op_t *op = ring->op;
+    cg__coll_op_t *op = ring->op;
     cg_status_t status;
 
     while (!cg__ring_step_done(ring, st)) {
@@ -434,12 +434,12 @@ static cg_status_t cg__ring_step(cg__ring_t *ring, cg__ring_step_t *st)
             return status;
         if (st->done + st->credited + st->send_head + st->ag_send_head +
                 st->ag_done_idx == before) {
-            const cg_xfer_t *w = st->done < st->rlen ? &op->x[CG__X_RDATA]
+            const cg__xfer_t *w = st->done < st->rlen ? &op->x[CG__X_RDATA]
                                  : st->fixed ? &op->x[CG__X_SDATA +
                                                       st->send_head %
                                                           CG__RING_SENDS]
                                              : &op->x[CG__X_SCREDIT];
-            status = cg_coll_idle(op, w);
+            status = cg__coll_idle(op, w);
             if (status != CG_OK)
                 return status;
         }
@@ -500,7 +500,7 @@ static cg_status_t cg__ring_reduce_scatter(cg__ring_t *ring,
 static cg_status_t cg__ring_all_gather(cg__ring_t *ring, uint8_t *buf,
                                        size_t count)
 {
-    cg_coll_op_t *op = ring->op;
+    cg__coll_op_t *op = ring->op;
     int n = cg_comm_size(op->comm), r = cg_comm_rank(op->comm);
     cg_status_t status;
 
@@ -508,21 +508,21 @@ static cg_status_t cg__ring_all_gather(cg__ring_t *ring, uint8_t *buf,
         size_t soff, scnt, roff, rcnt;
         cg__ring_seg(ring, count, ((r + 1 - s) % n + n) % n, &soff, &scnt);
         cg__ring_seg(ring, count, ((r - s) % n + n) % n, &roff, &rcnt);
-        status = cg_coll_sendrecv(op, ring->right, buf + soff * ring->el,
-                                  scnt * ring->el, ring->left,
-                                  buf + roff * ring->el, rcnt * ring->el,
-                                  CG_COMM_TAG_GATHER, NULL);
+        status = cg__coll_sendrecv(op, ring->right, buf + soff * ring->el,
+                                   scnt * ring->el, ring->left,
+                                   buf + roff * ring->el, rcnt * ring->el,
+                                   CG_COMM_TAG_GATHER, NULL);
         if (status != CG_OK)
             return status;
-        cg_coll_drain(ring->sg, buf + roff * ring->el, rcnt * ring->el);
+        cg__coll_drain(ring->sg, buf + roff * ring->el, rcnt * ring->el);
     }
     return CG_OK;
 }
 
-cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
-                              void *recvbuf, size_t count, cg_dtype_t dt,
-                              cg_redop_t op_kind, double postscale,
-                              const cg_coll_staging_t *sg)
+cg_status_t cg__ring_allreduce(cg__coll_op_t *op, const void *sendbuf,
+                               void *recvbuf, size_t count, cg_dtype_t dt,
+                               cg_redop_t op_kind, double postscale,
+                               const cg__coll_staging_t *sg)
 {
     int n = cg_comm_size(op->comm), r = cg_comm_rank(op->comm);
     cg__ring_t ring = {.op = op, .gov = cg_comm_governor(op->comm),
@@ -556,9 +556,9 @@ cg_status_t cg_ring_allreduce(cg_coll_op_t *op, const void *sendbuf,
         status = cg__ring_reduce_scatter(&ring, sendbuf, recvbuf, count,
                                          postscale);
     if (status != CG_OK)
-        return cg_coll_abort(op, status);
+        return cg__coll_abort(op, status);
     status = cg__ring_all_gather(&ring, recvbuf, count);
     if (status != CG_OK)
-        return cg_coll_abort(op, status);
+        return cg__coll_abort(op, status);
     return CG_OK;
 }

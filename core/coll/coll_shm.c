@@ -25,11 +25,11 @@
 #define CG__SHM_SUB (16u << 10)
 
 typedef struct cg__shm_ar {
-    cg_coll_op_t *op;
+    cg__coll_op_t *op;
     cg_shm_t *shm;
     const uint8_t *send;
     uint8_t *recv;
-    const cg_coll_staging_t *sg;
+    const cg__coll_staging_t *sg;
     const size_t *segs;
     size_t count, el, q;  /* q: bytes of a segment's piece per round */
     cg_dtype_t dt;
@@ -58,7 +58,7 @@ static size_t cg__piece(const cg__shm_ar_t *a, int s, uint64_t t,
 static void cg__in(const cg__shm_ar_t *a, size_t off, size_t len, void *dst)
 {
     if (a->sg != NULL)
-        cg_coll_fill_to(a->sg, off, len, dst);
+        cg__coll_fill_to(a->sg, off, len, dst);
     else
         memcpy(dst, a->send + off, len);
 }
@@ -68,10 +68,10 @@ static void cg__in(const cg__shm_ar_t *a, size_t off, size_t len, void *dst)
 static void cg__own(const cg__shm_ar_t *a, size_t off, size_t len,
                     const void *piece, void *dst)
 {
-    if (cg_coll_reduces_in(a->sg)) {
-        cg_coll_reduce_in_to(a->sg, off, len, piece, dst);
+    if (cg__coll_reduces_in(a->sg)) {
+        cg__coll_reduce_in_to(a->sg, off, len, piece, dst);
     } else if (a->sg != NULL) {
-        cg_coll_fill_to(a->sg, off, len, dst);
+        cg__coll_fill_to(a->sg, off, len, dst);
         cg_reduce(dst, piece, len / a->el, a->dt, a->redop);
     } else {
         cg_reduce3(dst, a->send + off, piece, len / a->el, a->dt, a->redop);
@@ -83,7 +83,7 @@ static void cg__out(const cg__shm_ar_t *a, size_t off, size_t len,
                     const void *src)
 {
     if (a->sg != NULL)
-        cg_coll_drain_from(a->sg, off, len, src);
+        cg__coll_drain_from(a->sg, off, len, src);
     else
         memcpy(a->recv + off, src, len);
 }
@@ -200,10 +200,10 @@ static cg_status_t cg__round(cg__shm_ar_t *a, uint64_t t)
     return CG_OK;
 }
 
-cg_status_t cg_shm_allreduce(cg_coll_op_t *op, const void *sendbuf,
-                             void *recvbuf, size_t count, cg_dtype_t dt,
-                             cg_redop_t op_kind, double postscale,
-                             const cg_coll_staging_t *sg)
+cg_status_t cg__shm_allreduce(cg__coll_op_t *op, const void *sendbuf,
+                              void *recvbuf, size_t count, cg_dtype_t dt,
+                              cg_redop_t op_kind, double postscale,
+                              const cg__coll_staging_t *sg)
 {
     cg_comm_t *comm = op->comm;
     cg__shm_ar_t a = {

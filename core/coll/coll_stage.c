@@ -31,52 +31,52 @@ void cg_ring_seg(const size_t *segs, size_t count, int n, int s,
     *cnt = base + (us < rem ? 1 : 0);
 }
 
-void cg_coll_fill_to(const cg_coll_staging_t *sg, size_t off, size_t len,
-                     void *dst)
+void cg__coll_fill_to(const cg__coll_staging_t *sg, size_t off, size_t len,
+                      void *dst)
 {
     sg->stage->fill(sg->stage->arg, off, len, dst);
     if (sg->prescale != 1.0)
         cg_scale(dst, len / cg_dtype_size(sg->dt), sg->dt, sg->prescale);
 }
 
-void cg_coll_fill(const cg_coll_staging_t *sg, const void *p, size_t len)
+void cg__coll_fill(const cg__coll_staging_t *sg, const void *p, size_t len)
 {
     size_t off;
 
     if (sg == NULL || len == 0)
         return;
     off = (size_t)((const uint8_t *)p - sg->base);
-    cg_coll_fill_to(sg, off, len, sg->base + off);
+    cg__coll_fill_to(sg, off, len, sg->base + off);
 }
 
-bool cg_coll_reduces_in(const cg_coll_staging_t *sg)
+bool cg__coll_reduces_in(const cg__coll_staging_t *sg)
 {
     return sg != NULL && sg->stage->reduce_in != NULL && sg->prescale == 1.0;
 }
 
-void cg_coll_reduce_in(const cg_coll_staging_t *sg, void *p, size_t len,
-                       const void *piece)
+void cg__coll_reduce_in(const cg__coll_staging_t *sg, void *p, size_t len,
+                        const void *piece)
 {
-    cg_coll_reduce_in_to(sg, (size_t)((const uint8_t *)p - sg->base), len,
-                         piece, p);
+    cg__coll_reduce_in_to(sg, (size_t)((const uint8_t *)p - sg->base), len,
+                          piece, p);
 }
 
-void cg_coll_drain_from(const cg_coll_staging_t *sg, size_t off, size_t len,
-                        const void *src)
+void cg__coll_drain_from(const cg__coll_staging_t *sg, size_t off, size_t len,
+                         const void *src)
 {
     if (len > 0)
         sg->stage->drain(sg->stage->arg, off, len, src);
 }
 
-void cg_coll_reduce_in_to(const cg_coll_staging_t *sg, size_t off,
-                          size_t len, const void *piece, void *dst)
+void cg__coll_reduce_in_to(const cg__coll_staging_t *sg, size_t off,
+                           size_t len, const void *piece, void *dst)
 {
     sg->stage->reduce_in(sg->stage->arg, off, len, piece, dst);
 }
 
-void cg_coll_drain(const cg_coll_staging_t *sg, const void *p, size_t len)
+void cg__coll_drain(const cg__coll_staging_t *sg, const void *p, size_t len)
 {
     if (sg != NULL)
-        cg_coll_drain_from(sg, (size_t)((const uint8_t *)p - sg->base), len,
-                           p);
+        cg__coll_drain_from(sg, (size_t)((const uint8_t *)p - sg->base), len,
+                            p);
 }

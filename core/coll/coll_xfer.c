@@ -18,8 +18,8 @@
  * let their peers run, dedicated ones should not sleep. */
 #define CG__COLL_SPINS 64
 
-cg_status_t cg_coll_op_begin(cg_coll_op_t *op, cg_comm_t *comm,
-                             const char *name)
+cg_status_t cg__coll_op_begin(cg__coll_op_t *op, cg_comm_t *comm,
+                              const char *name)
 {
     memset(op, 0, sizeof(*op));
     op->comm = comm;
@@ -28,7 +28,7 @@ cg_status_t cg_coll_op_begin(cg_coll_op_t *op, cg_comm_t *comm,
     return cg_comm_begin(comm, &op->tag_base);
 }
 
-static cg_status_t cg__xfer_error(cg_coll_op_t *op, const cg_xfer_t *x,
+static cg_status_t cg__xfer_error(cg__coll_op_t *op, const cg__xfer_t *x,
                                   cg_status_t st)
 {
     char cause[256];
@@ -42,8 +42,8 @@ static cg_status_t cg__xfer_error(cg_coll_op_t *op, const cg_xfer_t *x,
                         cg_comm_rank(op->comm), cause);
 }
 
-cg_status_t cg_xfer_post(cg_coll_op_t *op, cg_xfer_t *x, bool send, int peer,
-                         void *buf, size_t len, cg_comm_tag_kind_t kind)
+cg_status_t cg__xfer_post(cg__coll_op_t *op, cg__xfer_t *x, bool send, int peer,
+                          void *buf, size_t len, cg_comm_tag_kind_t kind)
 {
     cg_tp_conn_t *conn = cg_comm_conn(op->comm, peer);
     uint32_t tag = op->tag_base | (uint32_t)kind;
@@ -65,7 +65,7 @@ cg_status_t cg_xfer_post(cg_coll_op_t *op, cg_xfer_t *x, bool send, int peer,
     return CG_OK;
 }
 
-cg_status_t cg_xfer_test(cg_coll_op_t *op, cg_xfer_t *x)
+cg_status_t cg__xfer_test(cg__coll_op_t *op, cg__xfer_t *x)
 {
     cg_status_t st;
 
@@ -82,7 +82,7 @@ cg_status_t cg_xfer_test(cg_coll_op_t *op, cg_xfer_t *x)
     return CG_OK;
 }
 
-cg_status_t cg_coll_idle(cg_coll_op_t *op, const cg_xfer_t *x)
+cg_status_t cg__coll_idle(cg__coll_op_t *op, const cg__xfer_t *x)
 {
     uint64_t timeout = cg_comm_timeout_ns(op->comm);
     cg_status_t st = cg_tp_progress(cg_comm_transport(op->comm));
@@ -100,44 +100,44 @@ cg_status_t cg_coll_idle(cg_coll_op_t *op, const cg_xfer_t *x)
     return CG_OK;
 }
 
-cg_status_t cg_xfer_wait(cg_coll_op_t *op, cg_xfer_t *x)
+cg_status_t cg__xfer_wait(cg__coll_op_t *op, cg__xfer_t *x)
 {
     cg_status_t st;
 
-    while ((st = cg_xfer_test(op, x)) == CG_INPROGRESS) {
-        st = cg_coll_idle(op, x);
+    while ((st = cg__xfer_test(op, x)) == CG_INPROGRESS) {
+        st = cg__coll_idle(op, x);
         if (st != CG_OK)
             return st;
     }
     return st;
 }
 
-cg_status_t cg_coll_sendrecv(cg_coll_op_t *op, int speer, const void *sbuf,
-                             size_t slen, int rpeer, void *rbuf, size_t rlen,
-                             cg_comm_tag_kind_t kind, size_t *got_p)
+cg_status_t cg__coll_sendrecv(cg__coll_op_t *op, int speer, const void *sbuf,
+                              size_t slen, int rpeer, void *rbuf, size_t rlen,
+                              cg_comm_tag_kind_t kind, size_t *got_p)
 {
-    cg_xfer_t *r = &op->x[0], *s = &op->x[1];
+    cg__xfer_t *r = &op->x[0], *s = &op->x[1];
     cg_status_t st;
 
     if (rpeer >= 0) {
-        st = cg_xfer_post(op, r, false, rpeer, rbuf, rlen, kind);
+        st = cg__xfer_post(op, r, false, rpeer, rbuf, rlen, kind);
         if (st != CG_OK)
             return st;
     }
     if (speer >= 0) {
-        st = cg_xfer_post(op, s, true, speer, (void *)sbuf, slen, kind);
+        st = cg__xfer_post(op, s, true, speer, (void *)sbuf, slen, kind);
         if (st != CG_OK)
             return st;
     }
-    st = cg_xfer_wait(op, r);
+    st = cg__xfer_wait(op, r);
     if (st == CG_OK)
-        st = cg_xfer_wait(op, s);
+        st = cg__xfer_wait(op, s);
     if (st == CG_OK && got_p != NULL)
         *got_p = r->got;
     return st;
 }
 
-cg_status_t cg_coll_abort(cg_coll_op_t *op, cg_status_t st)
+cg_status_t cg__coll_abort(cg__coll_op_t *op, cg_status_t st)
 {
     char msg[512];
 
@@ -145,7 +145,7 @@ cg_status_t cg_coll_abort(cg_coll_op_t *op, cg_status_t st)
     cg_error(cg_comm_log(op->comm), "%s", msg);
     cg_comm_fail(op->comm);
     for (int i = 0; i < CG_COLL_XFER_MAX; i++) {
-        cg_xfer_t *x = &op->x[i];
+        cg__xfer_t *x = &op->x[i];
         if (x->req != NULL)
             while (cg_tp_test(x->req, NULL) == CG_INPROGRESS)
                 cg_tp_progress(cg_comm_transport(op->comm));

@@ -43,8 +43,8 @@ static void cg__op_end(cg_timeline_t *t, const cg_hvd_entry_t *e,
                        shape, now);
 }
 
-void cg__hvd_tl_announce(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
-                         int rank)
+void cg_hvd_tl_announce_write(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
+                              int rank)
 {
     cg_timeline_t *t = core->tl->t;
     uint64_t now;
@@ -59,7 +59,7 @@ void cg__hvd_tl_announce(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
         cg_timeline_negotiate_end(t, e->w.name, now);
 }
 
-void cg__hvd_tl_cached(cg_hvd_core_t *core, const cg_hvd_entry_t *e)
+void cg_hvd_tl_cached_write(cg_hvd_core_t *core, const cg_hvd_entry_t *e)
 {
     cg_timeline_t *t = core->tl->t;
     uint64_t now;
@@ -73,9 +73,9 @@ void cg__hvd_tl_cached(cg_hvd_core_t *core, const cg_hvd_entry_t *e)
     cg_timeline_negotiate_end(t, e->w.name, now);
 }
 
-void cg__hvd_tl_fused(cg_hvd_core_t *core, size_t i, int group,
-                      cg_hvd_tl_phase_t phase, uint64_t t0,
-                      const char *activity)
+void cg_hvd_tl_fused_write(cg_hvd_core_t *core, size_t i, int group,
+                           cg_hvd_tl_phase_t phase, uint64_t t0,
+                           const char *activity)
 {
     cg_timeline_t *t = core->tl->t;
     uint64_t now;
@@ -110,8 +110,8 @@ void cg__hvd_tl_fused(cg_hvd_core_t *core, size_t i, int group,
     }
 }
 
-void cg__hvd_tl_single(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
-                       uint64_t t0, const char *activity)
+void cg_hvd_tl_single_write(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
+                            uint64_t t0, const char *activity)
 {
     cg_timeline_t *t = core->tl->t;
 
@@ -122,12 +122,12 @@ void cg__hvd_tl_single(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
     cg__op_end(t, e, cg_timeline_now_ns());
 }
 
-void cg__hvd_tl_cycle_start(cg_hvd_core_t *core)
+void cg_hvd_tl_cycle_start_write(cg_hvd_core_t *core)
 {
     cg_timeline_cycle_start(core->tl->t, cg_timeline_now_ns());
 }
 
-void cg__hvd_tl_cycle_end(cg_hvd_core_t *core)
+void cg_hvd_tl_cycle_end_write(cg_hvd_core_t *core)
 {
     cg_timeline_t *t = core->tl->t;
     uint64_t now = cg_timeline_now_ns();

@@ -33,16 +33,16 @@ void cg_hvd_timeline_init(cg_hvd_core_t *core);
 void cg_hvd_timeline_fini(cg_hvd_core_t *core);
 
 /* The hooks' out-of-line halves (call the inline ones below). */
-void cg__hvd_tl_announce(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
-                         int rank);
-void cg__hvd_tl_cached(cg_hvd_core_t *core, const cg_hvd_entry_t *e);
-void cg__hvd_tl_fused(cg_hvd_core_t *core, size_t i, int group,
-                      cg_hvd_tl_phase_t phase, uint64_t t0,
-                      const char *activity);
-void cg__hvd_tl_single(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
-                       uint64_t t0, const char *activity);
-void cg__hvd_tl_cycle_start(cg_hvd_core_t *core);
-void cg__hvd_tl_cycle_end(cg_hvd_core_t *core);
+void cg_hvd_tl_announce_write(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
+                              int rank);
+void cg_hvd_tl_cached_write(cg_hvd_core_t *core, const cg_hvd_entry_t *e);
+void cg_hvd_tl_fused_write(cg_hvd_core_t *core, size_t i, int group,
+                           cg_hvd_tl_phase_t phase, uint64_t t0,
+                           const char *activity);
+void cg_hvd_tl_single_write(cg_hvd_core_t *core, const cg_hvd_entry_t *e,
+                            uint64_t t0, const char *activity);
+void cg_hvd_tl_cycle_start_write(cg_hvd_core_t *core);
+void cg_hvd_tl_cycle_end_write(cg_hvd_core_t *core);
 
 /* A start time for the hooks below (0 without a timeline). */
 static inline uint64_t cg_hvd_tl_now(const cg_hvd_core_t *core)
@@ -55,7 +55,7 @@ static inline void cg_hvd_tl_announce(cg_hvd_core_t *core,
                                       const cg_hvd_entry_t *e, int rank)
 {
     if (core->tl != NULL)
-        cg__hvd_tl_announce(core, e, rank);
+        cg_hvd_tl_announce_write(core, e, rank);
 }
 
 /* Negotiation by the response cache: e was ready on every rank at once
@@ -64,7 +64,7 @@ static inline void cg_hvd_tl_cached(cg_hvd_core_t *core,
                                     const cg_hvd_entry_t *e)
 {
     if (core->tl != NULL)
-        cg__hvd_tl_cached(core, e);
+        cg_hvd_tl_cached_write(core, e);
 }
 
 /* Fused allreduce (or allgather) of the ready entries from i with
@@ -78,7 +78,7 @@ static inline void cg_hvd_tl_fused(cg_hvd_core_t *core, size_t i, int group,
                                    const char *activity)
 {
     if (core->tl != NULL)
-        cg__hvd_tl_fused(core, i, group, phase, t0, activity);
+        cg_hvd_tl_fused_write(core, i, group, phase, t0, activity);
 }
 
 /* One tensor's op with one activity, from t0 to now. */
@@ -87,14 +87,14 @@ static inline void cg_hvd_tl_single(cg_hvd_core_t *core,
                                     const char *activity)
 {
     if (core->tl != NULL)
-        cg__hvd_tl_single(core, e, t0, activity);
+        cg_hvd_tl_single_write(core, e, t0, activity);
 }
 
 /* Top of a cycle: CYCLE_START when marking cycles. */
 static inline void cg_hvd_tl_cycle_start(cg_hvd_core_t *core)
 {
     if (core->tl != NULL)
-        cg__hvd_tl_cycle_start(core);
+        cg_hvd_tl_cycle_start_write(core);
 }
 
 /* End of a cycle: counters when due, then one write of the cycle's
@@ -102,7 +102,7 @@ static inline void cg_hvd_tl_cycle_start(cg_hvd_core_t *core)
 static inline void cg_hvd_tl_cycle_end(cg_hvd_core_t *core)
 {
     if (core->tl != NULL)
-        cg__hvd_tl_cycle_end(core);
+        cg_hvd_tl_cycle_end_write(core);
 }
 
 #endif

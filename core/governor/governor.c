@@ -63,7 +63,7 @@ static uint64_t cg__step(uint64_t cur, uint64_t target, uint64_t floor,
     return cur;
 }
 
-void cg__governor_event(const cg_governor_t *gov, cg_gov_events_t *events,
+void cg__governor_event(const cg_governor_t *gov, cg__gov_events_t *events,
                         const cg_gov_event_t *ev)
 {
     if (gov->event_cb == NULL || events->count == CG_GOV_EVENTS_MAX)
@@ -71,7 +71,7 @@ void cg__governor_event(const cg_governor_t *gov, cg_gov_events_t *events,
     events->ev[events->count++] = *ev;
 }
 
-void cg__governor_emit(const cg_governor_t *gov, const cg_gov_events_t *events)
+void cg__governor_emit(const cg_governor_t *gov, const cg__gov_events_t *events)
 {
     for (int i = 0; i < events->count; i++)
         gov->event_cb(gov->event_arg, &events->ev[i]);
@@ -94,7 +94,7 @@ static cg_gov_event_t cg__governor_ev(const cg_governor_t *gov,
 /* Moves chunk and fusion one step (halvings as cg__step) and reports a
  * chunk change. Caller holds the lock. */
 static void cg__governor_resize(cg_governor_t *gov, int halvings,
-                                const char *why, cg_gov_events_t *events)
+                                const char *why, cg__gov_events_t *events)
 {
     const cg_config_t *cfg = &gov->cfg;
     uint64_t old_chunk = gov->chunk, old_fusion = gov->fusion;
@@ -122,7 +122,7 @@ static void cg__governor_resize(cg_governor_t *gov, int halvings,
 }
 
 void cg__governor_degrade(cg_governor_t *gov, const char *why,
-                          cg_gov_events_t *events)
+                          cg__gov_events_t *events)
 {
     cg__governor_resize(gov, 1, why, events);
 }
@@ -152,7 +152,7 @@ static void cg__governor_size(cg_governor_t *gov)
 }
 
 static void cg__governor_pressure(cg_governor_t *gov, uint64_t now,
-                                  cg_gov_events_t *events)
+                                  cg__gov_events_t *events)
 {
     cg_pressure_t old = gov->fsm.level, level;
     double frac = gov->total_bytes == 0
@@ -181,7 +181,7 @@ static void cg__governor_pressure(cg_governor_t *gov, uint64_t now,
 }
 
 static void cg__governor_early_warning(cg_governor_t *gov, uint64_t now,
-                                       cg_gov_events_t *events)
+                                       cg__gov_events_t *events)
 {
     uint64_t used = gov->total_bytes - gov->free_bytes;
     char b[32];
@@ -203,7 +203,7 @@ static void cg__governor_early_warning(cg_governor_t *gov, uint64_t now,
 /* Everything one probe reading changes. Caller holds the lock. */
 static void cg__governor_update(cg_governor_t *gov, uint64_t free_b,
                                 uint64_t total_b, uint64_t now, bool first,
-                                cg_gov_events_t *events)
+                                cg__gov_events_t *events)
 {
     static const char *const why[] = {"pressure ok", "pressure warn",
                                       "pressure critical"};
@@ -235,7 +235,7 @@ static void cg__governor_update(cg_governor_t *gov, uint64_t free_b,
 static cg_status_t cg__governor_sample(cg_governor_t *gov, bool first)
 {
     uint64_t free_b = 0, total_b = 0;
-    cg_gov_events_t events = {.count = 0};
+    cg__gov_events_t events = {.count = 0};
     cg_status_t status;
 
     status = gov->probe.read(gov->probe.arg, &free_b, &total_b);

@@ -86,7 +86,7 @@ void cg_governor_free(cg_governor_t *gov, cg_mem_cat_t cat, void *ptr,
 static void cg__alloc_failed(cg_governor_t *gov, cg_mem_cat_t cat,
                              size_t size, size_t next, int injected)
 {
-    cg_gov_events_t events = {.count = 0};
+    cg__gov_events_t events = {.count = 0};
     cg_gov_event_t ev;
     char b[2][32], cause[64];
 

@@ -15,10 +15,10 @@
 
 /* Events gathered under the lock and delivered after it is released. */
 #define CG_GOV_EVENTS_MAX 4
-typedef struct cg_gov_events {
+typedef struct cg__gov_events {
     cg_gov_event_t ev[CG_GOV_EVENTS_MAX];
     int count;
-} cg_gov_events_t;
+} cg__gov_events_t;
 
 struct cg_governor {
     /* Set at create, read-only afterwards. */
@@ -49,12 +49,12 @@ struct cg_governor {
  * (after an allocation failure); appends a CHUNK event if the chunk moved.
  * Caller holds gov->lock. */
 void cg__governor_degrade(cg_governor_t *gov, const char *why,
-                          cg_gov_events_t *events);
+                          cg__gov_events_t *events);
 
-void cg__governor_event(const cg_governor_t *gov, cg_gov_events_t *events,
+void cg__governor_event(const cg_governor_t *gov, cg__gov_events_t *events,
                         const cg_gov_event_t *ev);
 /* Delivers gathered events; caller must not hold gov->lock. */
 void cg__governor_emit(const cg_governor_t *gov,
-                       const cg_gov_events_t *events);
+                       const cg__gov_events_t *events);
 
 #endif

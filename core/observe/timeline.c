@@ -38,7 +38,7 @@ static uint64_t cg__hash(const char *s)
  * once per file). */
 static void cg__emit(cg_timeline_t *tl, const char *ev, int n)
 {
-    if (n > 0 && cg_tl_buf_append(&tl->cur, &tl->mem, ev, (size_t)n))
+    if (n > 0 && cg__tl_buf_append(&tl->cur, &tl->mem, ev, (size_t)n))
         return;
     if (!tl->dropping)
         cg_warn(tl->log, "timeline %s: no memory for events (%zu bytes "
@@ -162,7 +162,7 @@ static void cg__event(cg_timeline_t *tl, cg__tl_tensor_t *t, char ph,
         ts++;
     t->last_ts = ts;
     t->last_ph = ph;
-    if (!cg_tl_buf_reserve(&tl->cur, &tl->mem, CG__EVENT_ROOM)) {
+    if (!cg__tl_buf_reserve(&tl->cur, &tl->mem, CG__EVENT_ROOM)) {
         cg__emit(tl, NULL, -1);
         return;
     }

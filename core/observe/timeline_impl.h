@@ -26,38 +26,38 @@
 #include "core/base/mem.h"
 
 /* Bytes of events, allocated through mem (CONTROL). */
-typedef struct cg_tl_buf {
+typedef struct cg__tl_buf {
     char *p;
     size_t len, cap;
-} cg_tl_buf_t;
+} cg__tl_buf_t;
 
 /* Appends n bytes, growing by doubling; false when the allocation
  * fails (the buffer is unchanged). */
-bool cg_tl_buf_append(cg_tl_buf_t *b, const cg_mem_ops_t *mem, const char *s,
-                      size_t n);
+bool cg__tl_buf_append(cg__tl_buf_t *b, const cg_mem_ops_t *mem, const char *s,
+                       size_t n);
 /* Makes room for n more bytes at p + len (len unchanged); false when the
  * allocation fails. */
-bool cg_tl_buf_reserve(cg_tl_buf_t *b, const cg_mem_ops_t *mem, size_t n);
-void cg_tl_buf_free(cg_tl_buf_t *b, const cg_mem_ops_t *mem);
+bool cg__tl_buf_reserve(cg__tl_buf_t *b, const cg_mem_ops_t *mem, size_t n);
+void cg__tl_buf_free(cg__tl_buf_t *b, const cg_mem_ops_t *mem);
 
 /* The trace file: "[" events "\n]", where off is the offset of the
  * closing "\n]" that the next append overwrites. */
-typedef struct cg_tl_file {
+typedef struct cg__tl_file {
     int fd; /* -1: closed */
     uint64_t off;
     char path[1024];
-} cg_tl_file_t;
+} cg__tl_file_t;
 
 /* Creates (truncates) path and writes head, a JSON array's opening and
  * first element(s) without the closing "\n]", followed by "\n]". */
-cg_status_t cg_tl_file_open(cg_tl_file_t *f, const char *path,
-                            const char *head, size_t head_len);
+cg_status_t cg__tl_file_open(cg__tl_file_t *f, const char *path,
+                             const char *head, size_t head_len);
 /* Writes b's events (each starting with ",\n") and "\n]" at off with one
- * pwrite (b must have room for 2 more bytes: cg_tl_buf_append of 2 bytes
+ * pwrite (b must have room for 2 more bytes: cg__tl_buf_append of 2 bytes
  * is done here); empties b. CG_ERR_IO with errno text on failure. */
-cg_status_t cg_tl_file_append(cg_tl_file_t *f, cg_tl_buf_t *b,
-                              const cg_mem_ops_t *mem);
-void cg_tl_file_close(cg_tl_file_t *f);
+cg_status_t cg__tl_file_append(cg__tl_file_t *f, cg__tl_buf_t *b,
+                               const cg_mem_ops_t *mem);
+void cg__tl_file_close(cg__tl_file_t *f);
 
 #define CG__TL_BUCKETS 1024
 
@@ -88,8 +88,8 @@ struct cg_timeline {
     atomic_bool running;     /* read without a lock by the fast path */
     pthread_mutex_t io_lock; /* file */
     pthread_mutex_t lock;    /* cur, table, the fields below */
-    cg_tl_buf_t cur, out;    /* out: under io_lock, being written */
-    cg_tl_file_t file;
+    cg__tl_buf_t cur, out;    /* out: under io_lock, being written */
+    cg__tl_file_t file;
     bool mark_cycles;
     bool dropping;           /* an append failed: warned once */
     uint64_t start_ns;

@@ -52,7 +52,7 @@ cg_status_t cg_timeline_create(const cg_timeline_params_t *params,
 /* Under io_lock: ends the file (buffered events written first). */
 static void cg__stop(cg_timeline_t *tl, const char *why)
 {
-    cg_tl_buf_t tmp;
+    cg__tl_buf_t tmp;
     cg_status_t st;
 
     pthread_mutex_lock(&tl->lock);
@@ -66,13 +66,13 @@ static void cg__stop(cg_timeline_t *tl, const char *why)
     tl->cur = tl->out;
     tl->out = tmp;
     cg__tl_table_clear(tl);
-    cg_tl_buf_free(&tl->cur, &tl->mem);
+    cg__tl_buf_free(&tl->cur, &tl->mem);
     pthread_mutex_unlock(&tl->lock);
-    st = cg_tl_file_append(&tl->file, &tl->out, &tl->mem);
+    st = cg__tl_file_append(&tl->file, &tl->out, &tl->mem);
     if (st != CG_OK)
         cg_error(tl->log, "%s", cg_last_error());
-    cg_tl_buf_free(&tl->out, &tl->mem);
-    cg_tl_file_close(&tl->file);
+    cg__tl_buf_free(&tl->out, &tl->mem);
+    cg__tl_file_close(&tl->file);
     cg_info(tl->log, "timeline %s closed (%s)", tl->file.path, why);
 }
 
@@ -103,7 +103,7 @@ cg_status_t cg_timeline_start(cg_timeline_t *tl, const char *path,
                  "\"process_sort_index\",\"ph\":\"M\",\"pid\":0,\"args\":"
                  "{\"sort_index\":0}}",
                  (long long)now.tv_sec * 1000000ll + now.tv_usec);
-    st = cg_tl_file_open(&tl->file, path, head, (size_t)n);
+    st = cg__tl_file_open(&tl->file, path, head, (size_t)n);
     if (st == CG_OK) {
         pthread_mutex_lock(&tl->lock);
         tl->start_ns = cg_timeline_now_ns();
@@ -134,7 +134,7 @@ bool cg_timeline_running(const cg_timeline_t *tl)
 
 void cg_timeline_flush(cg_timeline_t *tl)
 {
-    cg_tl_buf_t tmp;
+    cg__tl_buf_t tmp;
     cg_status_t st;
 
     if (!atomic_load_explicit(&tl->running, memory_order_relaxed))
@@ -151,7 +151,7 @@ void cg_timeline_flush(cg_timeline_t *tl)
     tl->cur = tl->out;
     tl->out = tmp;
     pthread_mutex_unlock(&tl->lock);
-    st = cg_tl_file_append(&tl->file, &tl->out, &tl->mem);
+    st = cg__tl_file_append(&tl->file, &tl->out, &tl->mem);
     if (st != CG_OK) {
         cg_error(tl->log, "%s; the timeline stops here", cg_last_error());
         cg__stop(tl, "write error");

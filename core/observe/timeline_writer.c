@@ -95,7 +95,7 @@ size_t cg_json_escape(char *dst, size_t dst_len, const char *src)
     return o;
 }
 
-bool cg_tl_buf_reserve(cg_tl_buf_t *b, const cg_mem_ops_t *mem, size_t n)
+bool cg__tl_buf_reserve(cg__tl_buf_t *b, const cg_mem_ops_t *mem, size_t n)
 {
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 64 * 1024;
@@ -115,17 +115,17 @@ bool cg_tl_buf_reserve(cg_tl_buf_t *b, const cg_mem_ops_t *mem, size_t n)
     return true;
 }
 
-bool cg_tl_buf_append(cg_tl_buf_t *b, const cg_mem_ops_t *mem, const char *s,
-                      size_t n)
+bool cg__tl_buf_append(cg__tl_buf_t *b, const cg_mem_ops_t *mem, const char *s,
+                       size_t n)
 {
-    if (!cg_tl_buf_reserve(b, mem, n))
+    if (!cg__tl_buf_reserve(b, mem, n))
         return false;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     return true;
 }
 
-void cg_tl_buf_free(cg_tl_buf_t *b, const cg_mem_ops_t *mem)
+void cg__tl_buf_free(cg__tl_buf_t *b, const cg_mem_ops_t *mem)
 {
     cg_mem_free(mem, CG_MEM_CAT_CONTROL, b->p, b->cap);
     b->p = NULL;
@@ -133,7 +133,7 @@ void cg_tl_buf_free(cg_tl_buf_t *b, const cg_mem_ops_t *mem)
 }
 
 /* Writes all of buf at off (pwrite may write less than asked). */
-static cg_status_t cg__pwrite_all(const cg_tl_file_t *f, const char *buf,
+static cg_status_t cg__pwrite_all(const cg__tl_file_t *f, const char *buf,
                                   size_t len, uint64_t off)
 {
     while (len > 0) {
@@ -151,8 +151,8 @@ static cg_status_t cg__pwrite_all(const cg_tl_file_t *f, const char *buf,
     return CG_OK;
 }
 
-cg_status_t cg_tl_file_open(cg_tl_file_t *f, const char *path,
-                            const char *head, size_t head_len)
+cg_status_t cg__tl_file_open(cg__tl_file_t *f, const char *path,
+                             const char *head, size_t head_len)
 {
     cg_status_t st;
 
@@ -177,15 +177,15 @@ cg_status_t cg_tl_file_open(cg_tl_file_t *f, const char *path,
     return CG_OK;
 }
 
-cg_status_t cg_tl_file_append(cg_tl_file_t *f, cg_tl_buf_t *b,
-                              const cg_mem_ops_t *mem)
+cg_status_t cg__tl_file_append(cg__tl_file_t *f, cg__tl_buf_t *b,
+                               const cg_mem_ops_t *mem)
 {
     size_t len = b->len;
     cg_status_t st;
 
     if (len == 0)
         return CG_OK;
-    if (!cg_tl_buf_append(b, mem, "\n]", 2)) {
+    if (!cg__tl_buf_append(b, mem, "\n]", 2)) {
         b->len = 0;
         return cg_error_set(CG_ERR_NO_MEMORY, "timeline %s: no memory to "
                             "close %zu bytes of events", f->path, len);
@@ -197,7 +197,7 @@ cg_status_t cg_tl_file_append(cg_tl_file_t *f, cg_tl_buf_t *b,
     return st;
 }
 
-void cg_tl_file_close(cg_tl_file_t *f)
+void cg__tl_file_close(cg__tl_file_t *f)
 {
     if (f->fd >= 0)
         close(f->fd);

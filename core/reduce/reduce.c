@@ -14,7 +14,7 @@
 #include "core/base/error.h"
 #include "core/reduce/reduce_impl.h"
 
-static const cg_reduce_kernels_t *const cg__reduce_kernels[CG_DTYPE_COUNT] = {
+static const cg__reduce_kernels_t *const cg__reduce_kernels[CG_DTYPE_COUNT] = {
     [CG_DTYPE_I8] = &cg__reduce_kernels_i8,
     [CG_DTYPE_U8] = &cg__reduce_kernels_u8,
     [CG_DTYPE_I32] = &cg__reduce_kernels_i32,

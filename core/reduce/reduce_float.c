@@ -12,5 +12,5 @@
     CG__REDUCE_KERNELS(sfx, T, a + b, a * b, (a > b || a != a) ? a : b,       \
                        (a < b || a != a) ? a : b)
 
-CG__FLOAT_KERNELS(f32, cg_f32u_t)
-CG__FLOAT_KERNELS(f64, cg_f64u_t)
+CG__FLOAT_KERNELS(f32, cg__f32u_t)
+CG__FLOAT_KERNELS(f64, cg__f64u_t)

@@ -7,7 +7,7 @@
  * of core/; calls only core/reduce/half.h.
  */
 #include "core/reduce/half.h"
-#include "core/reduce/reduce_half_x86.h"
+#include "core/reduce/reduce_half_x86_impl.h"
 #include "core/reduce/reduce_impl.h"
 
 static inline uint16_t cg__f16_quiet(uint16_t h)
@@ -42,7 +42,7 @@ CG__HALF_FAST(cg__bf16_fast_prod, cg__avx2_usable, cg__bf16avx2_prod3)
 
 #define CG__HALF_KERNELS(sfx, TO, FROM, QUIET, FSUM, FPROD)                   \
     CG__REDUCE_KERNELS_FAST(                                                  \
-        sfx, cg_h16u_t, FROM(TO(a) + TO(b)), FROM(TO(a) * TO(b)),             \
+        sfx, cg__h16u_t, FROM(TO(a) + TO(b)), FROM(TO(a) * TO(b)),             \
         QUIET((TO(a) > TO(b) || TO(a) != TO(a)) ? a : b),                     \
         QUIET((TO(a) < TO(b) || TO(a) != TO(a)) ? a : b), FSUM, FPROD)
 

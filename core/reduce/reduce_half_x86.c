@@ -9,7 +9,7 @@
  * and rounding; default MXCSR, no flush-to-zero), except which payload a
  * NaN carries when both operands are NaN. Part of core/; calls nothing.
  */
-#include "core/reduce/reduce_half_x86.h"
+#include "core/reduce/reduce_half_x86_impl.h"
 
 #if CG_HAVE_X86_KERNELS
 

@@ -15,29 +15,29 @@
 #include "collguard/types.h"
 
 /* Element types with alignment 1: loads and stores at any address. */
-typedef int8_t cg_i8u_t;
-typedef uint8_t cg_u8u_t;
-typedef int32_t cg_i32u_t __attribute__((aligned(1)));
-typedef uint32_t cg_u32u_t __attribute__((aligned(1)));
-typedef int64_t cg_i64u_t __attribute__((aligned(1)));
-typedef uint64_t cg_u64u_t __attribute__((aligned(1)));
-typedef uint16_t cg_h16u_t __attribute__((aligned(1))); /* f16 and bf16 bits */
-typedef float cg_f32u_t __attribute__((aligned(1)));
-typedef double cg_f64u_t __attribute__((aligned(1)));
+typedef int8_t cg__i8u_t;
+typedef uint8_t cg__u8u_t;
+typedef int32_t cg__i32u_t __attribute__((aligned(1)));
+typedef uint32_t cg__u32u_t __attribute__((aligned(1)));
+typedef int64_t cg__i64u_t __attribute__((aligned(1)));
+typedef uint64_t cg__u64u_t __attribute__((aligned(1)));
+typedef uint16_t cg__h16u_t __attribute__((aligned(1))); /* f16 and bf16 bits */
+typedef float cg__f32u_t __attribute__((aligned(1)));
+typedef double cg__f64u_t __attribute__((aligned(1)));
 
 /* Ops that have kernels, indexed by their cg_redop_t value (average uses
  * the sum kernel). */
 enum { CG__KOP_COUNT = CG_OP_AVG };
 
-typedef void (*cg_reduce2_fn_t)(void *restrict inout, const void *restrict in,
-                                size_t n);
-typedef void (*cg_reduce3_fn_t)(void *restrict out, const void *restrict a,
-                                const void *restrict b, size_t n);
+typedef void (*cg__reduce2_fn_t)(void *restrict inout, const void *restrict in,
+                                 size_t n);
+typedef void (*cg__reduce3_fn_t)(void *restrict out, const void *restrict a,
+                                 const void *restrict b, size_t n);
 
-typedef struct cg_reduce_kernels {
-    cg_reduce2_fn_t r2[CG__KOP_COUNT]; /* inout = inout op in */
-    cg_reduce3_fn_t r3[CG__KOP_COUNT]; /* out = a op b */
-} cg_reduce_kernels_t;
+typedef struct cg__reduce_kernels {
+    cg__reduce2_fn_t r2[CG__KOP_COUNT]; /* inout = inout op in */
+    cg__reduce3_fn_t r3[CG__KOP_COUNT]; /* out = a op b */
+} cg__reduce_kernels_t;
 
 /* CG_OP_BAND on raw bytes (the same for every integer dtype). */
 void cg__reduce_band2(void *restrict inout, const void *restrict in,
@@ -45,16 +45,16 @@ void cg__reduce_band2(void *restrict inout, const void *restrict in,
 void cg__reduce_band3(void *restrict out, const void *restrict a,
                       const void *restrict b, size_t bytes);
 
-extern const cg_reduce_kernels_t cg__reduce_kernels_i8;
-extern const cg_reduce_kernels_t cg__reduce_kernels_u8;
-extern const cg_reduce_kernels_t cg__reduce_kernels_i32;
-extern const cg_reduce_kernels_t cg__reduce_kernels_u32;
-extern const cg_reduce_kernels_t cg__reduce_kernels_i64;
-extern const cg_reduce_kernels_t cg__reduce_kernels_u64;
-extern const cg_reduce_kernels_t cg__reduce_kernels_f16;
-extern const cg_reduce_kernels_t cg__reduce_kernels_f32;
-extern const cg_reduce_kernels_t cg__reduce_kernels_f64;
-extern const cg_reduce_kernels_t cg__reduce_kernels_bf16;
+extern const cg__reduce_kernels_t cg__reduce_kernels_i8;
+extern const cg__reduce_kernels_t cg__reduce_kernels_u8;
+extern const cg__reduce_kernels_t cg__reduce_kernels_i32;
+extern const cg__reduce_kernels_t cg__reduce_kernels_u32;
+extern const cg__reduce_kernels_t cg__reduce_kernels_i64;
+extern const cg__reduce_kernels_t cg__reduce_kernels_u64;
+extern const cg__reduce_kernels_t cg__reduce_kernels_f16;
+extern const cg__reduce_kernels_t cg__reduce_kernels_f32;
+extern const cg__reduce_kernels_t cg__reduce_kernels_f64;
+extern const cg__reduce_kernels_t cg__reduce_kernels_bf16;
 
 /* x86-64: each kernel is also built for AVX2 and picked at load time (an
  * ifunc); the baseline build still runs on any x86-64. Same IEEE operations
@@ -109,7 +109,7 @@ extern const cg_reduce_kernels_t cg__reduce_kernels_bf16;
     CG__REDUCE3(cg__reduce3_prod_##sfx, T, PROD, FPROD)                       \
     CG__REDUCE3(cg__reduce3_max_##sfx, T, MAX, CG__NOFAST)                    \
     CG__REDUCE3(cg__reduce3_min_##sfx, T, MIN, CG__NOFAST)                    \
-    const cg_reduce_kernels_t cg__reduce_kernels_##sfx = {                    \
+    const cg__reduce_kernels_t cg__reduce_kernels_##sfx = {                    \
         .r2 = {[CG_OP_SUM] = cg__reduce2_sum_##sfx,                           \
                [CG_OP_PROD] = cg__reduce2_prod_##sfx,                         \
                [CG_OP_MAX] = cg__reduce2_max_##sfx,                           \

@@ -13,12 +13,12 @@
                        a > b ? a : b, a < b ? a : b)
 
 /* u8 and i8 promote to int before + and *: 255 * 255 fits, no overflow */
-CG__INT_KERNELS(i8, cg_i8u_t, uint8_t)
-CG__INT_KERNELS(u8, cg_u8u_t, uint8_t)
-CG__INT_KERNELS(i32, cg_i32u_t, uint32_t)
-CG__INT_KERNELS(u32, cg_u32u_t, uint32_t)
-CG__INT_KERNELS(i64, cg_i64u_t, uint64_t)
-CG__INT_KERNELS(u64, cg_u64u_t, uint64_t)
+CG__INT_KERNELS(i8, cg__i8u_t, uint8_t)
+CG__INT_KERNELS(u8, cg__u8u_t, uint8_t)
+CG__INT_KERNELS(i32, cg__i32u_t, uint32_t)
+CG__INT_KERNELS(u32, cg__u32u_t, uint32_t)
+CG__INT_KERNELS(i64, cg__i64u_t, uint64_t)
+CG__INT_KERNELS(u64, cg__u64u_t, uint64_t)
 
 CG__CLONES void cg__reduce_band2(void *restrict inout_v,
                                  const void *restrict in_v, size_t bytes)

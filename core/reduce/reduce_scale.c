@@ -12,7 +12,7 @@
 #include "core/base/error.h"
 #include "core/reduce/half.h"
 #include "core/reduce/reduce.h"
-#include "core/reduce/reduce_half_x86.h"
+#include "core/reduce/reduce_half_x86_impl.h"
 #include "core/reduce/reduce_impl.h"
 
 /* Round to nearest, ties to even, without libm (so loops vectorise): below
@@ -72,12 +72,12 @@ static inline double cg__round_even(double v)
 #define CG__BF16FAST CG__SNOFAST
 #endif
 
-CG__SCALE(f64, cg_f64u_t, CG__NOPREP, x * factor, CG__SNOFAST)
-CG__SCALE(f32, cg_f32u_t, CG__NOPREP, (float)((double)x * factor),
+CG__SCALE(f64, cg__f64u_t, CG__NOPREP, x * factor, CG__SNOFAST)
+CG__SCALE(f32, cg__f32u_t, CG__NOPREP, (float)((double)x * factor),
           CG__SNOFAST)
-CG__SCALE(f16, cg_h16u_t, CG__HALFPREP, cg_f32_to_f16(cg_f16_to_f32(x) * ff),
+CG__SCALE(f16, cg__h16u_t, CG__HALFPREP, cg_f32_to_f16(cg_f16_to_f32(x) * ff),
           CG__F16FAST)
-CG__SCALE(bf16, cg_h16u_t, CG__HALFPREP,
+CG__SCALE(bf16, cg__h16u_t, CG__HALFPREP,
           cg_f32_to_bf16(cg_bf16_to_f32(x) * ff), CG__BF16FAST)
 
 /* The product in double, rounded to nearest even. */
@@ -96,10 +96,10 @@ static inline double cg__iscale(double x, double factor)
 
 CG__ISCALE(i8, int8_t, -128.0, 128.0, INT8_MAX)
 CG__ISCALE(u8, uint8_t, 0.0, 256.0, UINT8_MAX)
-CG__ISCALE(i32, cg_i32u_t, -2147483648.0, 2147483648.0, INT32_MAX)
-CG__ISCALE(u32, cg_u32u_t, 0.0, 4294967296.0, UINT32_MAX)
-CG__ISCALE(i64, cg_i64u_t, -0x1p63, 0x1p63, INT64_MAX)
-CG__ISCALE(u64, cg_u64u_t, 0.0, 0x1p64, UINT64_MAX)
+CG__ISCALE(i32, cg__i32u_t, -2147483648.0, 2147483648.0, INT32_MAX)
+CG__ISCALE(u32, cg__u32u_t, 0.0, 4294967296.0, UINT32_MAX)
+CG__ISCALE(i64, cg__i64u_t, -0x1p63, 0x1p63, INT64_MAX)
+CG__ISCALE(u64, cg__u64u_t, 0.0, 0x1p64, UINT64_MAX)
 
 /* Integer division truncating toward zero. Up to 32 bits through double:
  * for |x| < 2^53 the correctly rounded quotient never crosses an integer,
@@ -119,10 +119,10 @@ CG__ISCALE(u64, cg_u64u_t, 0.0, 0x1p64, UINT64_MAX)
 
 CG__DIVIDE(i8, int8_t, (int8_t)((double)x / d))
 CG__DIVIDE(u8, uint8_t, (uint8_t)((double)x / d))
-CG__DIVIDE(i32, cg_i32u_t, (int32_t)((double)x / d))
-CG__DIVIDE(u32, cg_u32u_t, (uint32_t)((double)x / d))
-CG__DIVIDE(i64, cg_i64u_t, x / (int64_t)divisor)
-CG__DIVIDE(u64, cg_u64u_t, x / (uint64_t)divisor)
+CG__DIVIDE(i32, cg__i32u_t, (int32_t)((double)x / d))
+CG__DIVIDE(u32, cg__u32u_t, (uint32_t)((double)x / d))
+CG__DIVIDE(i64, cg__i64u_t, x / (int64_t)divisor)
+CG__DIVIDE(u64, cg__u64u_t, x / (uint64_t)divisor)
 
 typedef struct {
     void (*scale)(void *buf, size_t n, double factor);

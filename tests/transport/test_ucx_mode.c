@@ -22,7 +22,7 @@ static void use_tcp(void)
 
 static int err_none(cg_tp_conn_t *conn)
 {
-    return ((cg_ucx_conn_t *)conn)->err_none;
+    return ((cg__ucx_conn_t *)conn)->err_none;
 }
 
 /* Opens a pair, checks the mode on both sides, and moves one BIG message
@@ -53,7 +53,7 @@ static void mode_and_data(int expect_none)
     cr_assert_eq(err_none(p.conn), expect_none, "parent err_none %d",
                  err_none(p.conn));
     /* Parsed from UCX's endpoint info; abandon checks start there. */
-    size_t rndv_min = ((cg_ucx_conn_t *)p.conn)->rndv_min;
+    size_t rndv_min = ((cg__ucx_conn_t *)p.conn)->rndv_min;
     if (expect_none)
         cr_assert(rndv_min >= 1024 && rndv_min <= BIG, "rendezvous from "
                   "%zu bytes", rndv_min);
@@ -96,7 +96,7 @@ Test(ucx_mode_off, zcopy_off_keeps_peer_error_handling, .init = zcopy_off,
     mode_and_data(0);
 }
 
-static void fake_tp(cg_ucx_tp_t *tp, int shm, uint8_t key_byte)
+static void fake_tp(cg__ucx_tp_t *tp, int shm, uint8_t key_byte)
 {
     memset(tp, 0, sizeof(*tp));
     tp->shm = shm;
@@ -105,7 +105,7 @@ static void fake_tp(cg_ucx_tp_t *tp, int shm, uint8_t key_byte)
 
 Test(ucx_mode, decision_needs_shared_memory_and_one_host)
 {
-    cg_ucx_tp_t a, b;
+    cg__ucx_tp_t a, b;
     uint8_t wire[CG_UCX_PREFIX_SIZE];
 
     fake_tp(&a, 1, 0x5a);

@@ -6,8 +6,8 @@
  * count; out may equal an input (each step loads before it stores).
  * Callers check the *_usable() test first. Part of core/; calls nothing.
  */
-#ifndef CG_CORE_REDUCE_HALF_X86_H
-#define CG_CORE_REDUCE_HALF_X86_H
+#ifndef CG_CORE_REDUCE_HALF_X86_IMPL_H
+#define CG_CORE_REDUCE_HALF_X86_IMPL_H
 
 #include <stddef.h>
 
