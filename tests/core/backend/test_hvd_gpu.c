@@ -5,7 +5,7 @@
  * (HOROVOD_GPU_OPERATIONS=NCCL where NCCL is built) keeps serving host
  * tensors, and the governor accounts a second raw allocator (as the CUDA
  * fusion buffer's cudaMalloc) in its categories, with shrink-and-retry.
- * The GPU itself is exercised by tests/gpu/hvd_gpu_smoke.c.
+ * The GPU itself is exercised by integration/gpu/hvd_gpu_smoke.c.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -80,7 +80,7 @@ Test(hvd_gpu, cuda_tensor_without_gpu_fails_at_enqueue, .timeout = 60)
     hj_rank_t *rep;
 
     if (cg_cuda_device_count() > 0)
-        cr_skip_test("a CUDA device is present: tests/gpu covers it");
+        cr_skip_test("a CUDA device is present: integration/gpu covers it");
     rep = hj_run(2, env, body_cuda_refused, NULL);
     hj_assert_passed(rep, 2);
     cr_assert_eq(rep[0].stats.allreduce_tensors, 1, "tensors %llu",

@@ -12,7 +12,7 @@
 set -u
 build=${1:?usage: $0 BUILD_DIR [steps]}
 steps=${2:-5}
-smoke=$build/tests/gpu/hvd_gpu_smoke
+smoke=$build/integration/gpu/hvd_gpu_smoke
 launch=$build/transport/collguard-run
 for p in "$smoke" "$launch"; do
     [ -x "$p" ] || { echo "$0: $p not built" >&2; exit 1; }
