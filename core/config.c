@@ -61,8 +61,10 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "Log verbosity: none, error, warn, info, debug, trace."},
     {CG_CFG_MEM_PROBE, "CG_MEM_PROBE", {NULL, NULL}, CG__T_ENUM, "auto",
      CG__OFF(mem_probe), probes, 0, 0, 0,
-     "Memory the governor watches: auto (the current GPU when CUDA sees one, "
-     "else host), host, cuda."},
+     "Memory the governor watches: auto (this rank's GPU when CUDA sees one, "
+     "else host), host, cuda. The GPU is the first CUDA tensor's, until "
+     "then local rank % visible GPUs; it is read without creating a CUDA "
+     "context."},
     {CG_CFG_MEM_RESERVE, "CG_MEM_RESERVE", {NULL, NULL}, CG__T_SIZE_OR_FRAC,
      "5%", CG__OFF(mem_reserve), NULL, 0, 0, 0,
      "Memory left untouched for the framework: a size (1G) or a percentage "

@@ -15,18 +15,20 @@
 extern char **environ;
 
 cg_status_t cg_ctx_pick_probe(const cg_config_t *cfg, cg_host_probe_t *hp,
-                              cg_mem_probe_t *probe_p, const cg_log_t *log)
+                              cg_cuda_probe_t **cp_p, cg_mem_probe_t *probe_p,
+                              const cg_log_t *log)
 {
     cg_status_t st;
 
+    *cp_p = NULL;
     switch (cfg->mem_probe) {
     case CG_MEM_PROBE_CUDA:
-        st = cg_cuda_probe_init(probe_p);
+        st = cg_cuda_probe_create(cp_p, probe_p);
         if (st != CG_OK)
             return cg_error_set(st, "CG_MEM_PROBE=cuda: %s", cg_last_error());
         return CG_OK;
     case CG_MEM_PROBE_AUTO:
-        if (cg_cuda_probe_init(probe_p) == CG_OK)
+        if (cg_cuda_probe_create(cp_p, probe_p) == CG_OK)
             return CG_OK;
         cg_debug(log, "no usable CUDA device; governing host memory");
         break;
@@ -90,6 +92,9 @@ static cg_status_t cg__ctx_bootstrap(cg_ctx_h ctx, const char *const *env)
     if (st != CG_OK)
         return st;
     ctx->log.rank = cg_bootstrap_rank(ctx->bs);
+    /* The GPU this rank will use, until its first CUDA tensor says. */
+    cg_cuda_probe_set_local_rank(ctx->cuda_probe,
+                                 cg_bootstrap_env(ctx->bs)->local_rank);
     return CG_OK;
 }
 
@@ -134,8 +139,8 @@ cg_status_t cg_ctx_create(const cg_ctx_params_t *params, cg_ctx_h *ctx_p)
     if (st != CG_OK)
         goto err_free;
 
-    st = cg_ctx_pick_probe(&ctx->cfg, &ctx->host_probe, &ctx->probe,
-                           &ctx->log);
+    st = cg_ctx_pick_probe(&ctx->cfg, &ctx->host_probe, &ctx->cuda_probe,
+                           &ctx->probe, &ctx->log);
     if (st != CG_OK)
         goto err_free;
     if (params->field_mask & CG_CTX_PARAM_PROBE) {
@@ -177,6 +182,7 @@ err_governor:
     cg_governor_destroy(ctx->gov);
 err_free:
     cg_error(&ctx->log, "%s", cg_last_error());
+    cg_cuda_probe_destroy(ctx->cuda_probe);
     free(ctx);
     return st;
 }
@@ -187,6 +193,7 @@ void cg_ctx_destroy(cg_ctx_h ctx)
         return;
     cg_bootstrap_destroy(ctx->bs);
     cg_governor_destroy(ctx->gov);
+    cg_cuda_probe_destroy(ctx->cuda_probe);
     free(ctx);
 }
 

@@ -26,6 +26,7 @@ struct cg_ctx {
     cg_config_t cfg;
     cg_log_t log;
     cg_host_probe_t host_probe;
+    cg_cuda_probe_t *cuda_probe; /* NULL unless the probe is CUDA's */
     cg_mem_probe_t probe;
     /* CG_CTX_PARAM_PROBE: probe wraps base_probe and calls user_probe. */
     cg_mem_probe_t base_probe;
@@ -43,9 +44,10 @@ struct cg_ctx {
  * end). */
 void cg_ctx_set_gov_listener(cg_ctx_h ctx, const cg_ctx_gov_listener_t *l);
 
-/* Chooses the probe CG_MEM_PROBE asks for: auto takes the current CUDA
- * device when one is usable, else host memory. */
+/* Chooses the probe CG_MEM_PROBE asks for: auto takes the CUDA probe when
+ * a GPU is usable (*cp_p then owns its state), else host memory. */
 cg_status_t cg_ctx_pick_probe(const cg_config_t *cfg, cg_host_probe_t *hp,
-                              cg_mem_probe_t *probe_p, const cg_log_t *log);
+                              cg_cuda_probe_t **cp_p, cg_mem_probe_t *probe_p,
+                              const cg_log_t *log);
 
 #endif

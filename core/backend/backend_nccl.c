@@ -24,6 +24,7 @@
 #include "core/coll/coll.h"
 #include "core/reduce/half.h"
 #include "core/backend/hvd_gpu.h"
+#include "core/backend/nccl_env.h"
 
 /* Polls without sleeping this long first: a sleep costs ~60 us. */
 #define CG__SPIN_NS 200000ull
@@ -39,54 +40,6 @@ typedef struct cg__nccl {
     cudaStream_t stream;
     int device;
 } cg__nccl_t;
-
-/* Exports one variable unless the user set it; logs what and why. */
-static void cg__export(const cg_log_t *log, const char *name,
-                       const char *value, const char *why)
-{
-    const char *user = getenv(name);
-
-    if (user != NULL) {
-        cg_info(log, "%s %s from the environment kept (collguard would "
-                "choose %s: %s)", name, user, value, why);
-        return;
-    }
-    if (setenv(name, value, 0) != 0) {
-        cg_warn(log, "setenv %s: %m", name);
-        return;
-    }
-    cg_info(log, "%s %s exported for NCCL: %s", name, value, why);
-}
-
-/* NCCL reads these once, at its first call: before ncclGetUniqueId. */
-static void cg__export_env(cg__nccl_t *nb)
-{
-    cg_governor_t *gov = nb->gov;
-    cg_pressure_t level = cg_governor_pressure(gov);
-    char val[32], b[2][32], why[160];
-
-    snprintf(val, sizeof(val), "%llu",
-             (unsigned long long)cg_governor_nccl_buffsize(gov));
-    snprintf(why, sizeof(why), "governor budget %s, pressure %s, cap "
-             "CG_NCCL_BUFFSIZE %s",
-             cg_format_size(cg_governor_budget(gov), b[0], sizeof(b[0])),
-             cg_pressure_name(level),
-             cg_format_size(nb->cfg->nccl_buffsize, b[1], sizeof(b[1])));
-    cg__export(nb->log, "NCCL_BUFFSIZE", val, why);
-    if (level == CG_PRESSURE_OK)
-        return;
-    /* Fewer channels: fewer per-peer buffers of NCCL_BUFFSIZE each. */
-    if (getenv("NCCL_MAX_CTAS") == NULL)
-        cg__export(nb->log, "NCCL_MAX_NCHANNELS",
-                   level == CG_PRESSURE_CRITICAL ? "2" : "4",
-                   level == CG_PRESSURE_CRITICAL
-                       ? "memory pressure critical at communicator creation"
-                       : "memory pressure warn at communicator creation");
-    /* NVLink SHARP buffers are the largest of NCCL's optional ones. */
-    if (level == CG_PRESSURE_CRITICAL)
-        cg__export(nb->log, "NCCL_NVLS_ENABLE", "0",
-                   "memory pressure critical at communicator creation");
-}
 
 /* Gives up on the communicator; the core then fails every pending
  * request (hdr.broken), and the peers see this rank stop. */
@@ -171,7 +124,10 @@ static cg_status_t cg__comm(cg__nccl_t *nb)
                             "current CUDA device: %s",
                             cudaGetErrorString(ce));
     }
-    cg__export_env(nb);
+    {
+        cg_nccl_env_item_t items[CG_NCCL_ENV_MAX];
+        (void)cg_nccl_env_export(nb->gov, nb->cfg, nb->log, NULL, items);
+    }
     memset(&id, 0, sizeof(id));
     if (nb->rank == 0 && (r = ncclGetUniqueId(&id)) != ncclSuccess)
         memset(&id, 0xff, sizeof(id)); /* tells the others it failed */

@@ -89,6 +89,8 @@ static cg_status_t cg__check_tensor(const cg_hvd_core_t *core,
                                           w->device);
         if (st != CG_OK)
             return st;
+        /* The governor watches this rank's GPU from now on. */
+        cg_cuda_probe_set_device(core->ctx->cuda_probe, w->device);
         /* Ranks compare placements, not device numbers: rank i of a
          * multi-GPU job has its tensors on its own GPU. */
         w->device = 0;

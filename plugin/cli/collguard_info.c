@@ -12,6 +12,7 @@
 #include "collguard/collguard.h"
 #include "core/base/parse.h"
 #include "core/context.h"
+#include "plugin/cli/info_cuda.h"
 #include "transport/sock.h"
 #include "transport/transport.h"
 
@@ -133,10 +134,7 @@ int main(int argc, char **argv)
            (f & CG_FEATURE_MPI) ? "yes" : "no",
            (f & CG_FEATURE_UCX) ? "yes" : "no");
     printf("devices:\n");
-    if (cg_cuda_probe_built())
-        printf("  cuda    %d usable device(s)\n", cg_cuda_device_count());
-    else
-        printf("  cuda    not built in\n");
+    cg_info_cuda();
 
     printf("transports (built: %s):\n", cg_transport_built());
     if (f & CG_FEATURE_UCX)
@@ -161,10 +159,13 @@ int main(int argc, char **argv)
         memset(&hp, 0, sizeof(hp)); /* real /proc and cgroup paths */
         cg_host_probe_init(&hp, &probe);
         cg__governor_for(ctx, "host", probe);
-        if (cg_cuda_probe_init(&probe) == CG_OK)
+        cg_cuda_probe_t *cp;
+        if (cg_cuda_probe_create(&cp, &probe) == CG_OK) {
             cg__governor_for(ctx, "cuda", probe);
-        else
+            cg_cuda_probe_destroy(cp);
+        } else {
             printf("  cuda    no device: %s\n", cg_last_error());
+        }
     }
     cg_ctx_destroy(ctx);
     return 0;

@@ -196,29 +196,3 @@ Test(probe, real_host_values_are_plausible)
         cr_assert_leq(f, avail + total / 20, "cgroup-bounded free");
     }
 }
-
-Test(probe, cuda_probe_fails_cleanly_without_a_gpu, .init = cr_redirect_stderr)
-{
-    cg_mem_probe_t probe;
-    uint64_t f = 0, t = 0;
-    cg_status_t st = cg_cuda_probe_init(&probe);
-    int n = cg_cuda_device_count();
-
-    if (!cg_cuda_probe_built()) {
-        cr_assert_eq(st, CG_ERR_UNSUPPORTED, "got %s", cg_status_name(st));
-        cr_assert_eq(n, 0);
-    } else if (n == 0) {
-        cr_assert_eq(st, CG_ERR_NO_DEVICE, "got %s", cg_status_name(st));
-        cr_assert(strstr(cg_last_error(), "CG_MEM_PROBE=host") != NULL, "%s",
-                  cg_last_error());
-    } else { /* a machine with a GPU: the probe works */
-        cr_assert_eq(st, CG_OK, "%s", cg_last_error());
-        cr_assert_eq(probe.kind, CG_MEM_KIND_DEVICE);
-        cr_assert_eq(probe.read(probe.arg, &f, &t), CG_OK, "%s",
-                     cg_last_error());
-        cr_assert(f > 0 && f <= t, "free %llu total %llu",
-                  (unsigned long long)f, (unsigned long long)t);
-    }
-    fflush(stderr);
-    cr_assert_stderr_eq_str("", "the probe wrote to stderr");
-}

@@ -1,0 +1,51 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The GPU suite on any CUDA machine, in one call: builds collguard with
+# CUDA (and UCX when given its headers), runs the GPU checks registered
+# with ctest (label gpu: no CUDA context before the first CUDA tensor,
+# then only on its GPU), the same check on 2 ranks, the shim's GPU smoke
+# (NCCL, COLLGUARD, MPI, pinned fallback), and collguard-info; writes each
+# step's output to OUTDIR and a summary table to OUTDIR/summary.txt.
+# Exit 0: every step passed; 77: no CUDA device; else the failures' count.
+# usage: integration/gpu/run.sh OUTDIR [BUILD_DIR] [UCX_HEADERS_DIR]
+#   UCX_HEADERS_DIR: a folder with include/{ucp,uct,ucs,ucm} for a host
+#   that has UCX's runtime libraries but no headers (tests/perf/ucx_runtime_pc.sh)
+set -u
+out=${1:?usage: $0 OUTDIR [BUILD_DIR] [UCX_HEADERS_DIR]}
+build=${2:-build-gpu}
+ucx=${3:-}
+cd "$(dirname "$0")/../.."
+mkdir -p "$out"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "no CUDA device: skipped"
+    exit 77
+fi
+failed=0
+: >"$out/summary.txt"
+step() { # NAME CMD...: runs CMD, output to OUTDIR/NAME.txt, one summary row
+    local name=$1 t0 rc
+    shift
+    t0=$(date +%s)
+    "$@" >"$out/$name.txt" 2>&1
+    rc=$?
+    printf '%-28s %-8s %4ss\n' "$name" \
+        "$([ $rc = 0 ] && echo ok || echo "FAIL($rc)")" \
+        "$(($(date +%s) - t0))" | tee -a "$out/summary.txt"
+    [ $rc = 0 ] || failed=$((failed + 1))
+    return $rc
+}
+
+cfg=(-DCG_WITH_UCX=OFF)
+if [ -n "$ucx" ]; then
+    export PKG_CONFIG_PATH=$(tests/perf/ucx_runtime_pc.sh "$ucx")
+    cfg=()
+fi
+step build bash -c "cmake -S . -B '$build' -G Ninja ${cfg[*]:-} &&
+                    ninja -C '$build'" || { cat "$out/build.txt" | tail -40; exit 1; }
+step collguard-info "$build/plugin/collguard-info"
+step ctest-gpu bash -c "cd '$build' && ctest -L gpu --output-on-failure"
+step context-2-ranks "$build/transport/collguard-run" -np 2 --timeout 120s \
+    -- "$build/integration/gpu/cuda_context_check"
+step gpu-smoke bash integration/gpu/run_gpu_smoke.sh "$build" 5
+cat "$out/summary.txt"
+exit $failed
