@@ -97,9 +97,13 @@ static int device_allreduce(cg_hvd_core_h core, int dev, int rank, int size)
                            .shape = {1024}, .input = d, .output = d,
                            .device = dev};
     if (cg_hvd_enqueue_allreduce(core, &ten, CG_OP_SUM, 1.0, 1.0, &req) !=
-            CG_OK ||
-        cg_hvd_wait(req) != CG_OK) {
+        CG_OK) {
         fprintf(stderr, "device allreduce: %s\n", cg_last_error());
+        return 1;
+    }
+    if (cg_hvd_wait(req) != CG_OK) {
+        fprintf(stderr, "device allreduce: %s\n", cg_hvd_error(req));
+        cg_hvd_release(req);
         return 1;
     }
     cg_hvd_release(req);

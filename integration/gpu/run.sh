@@ -44,7 +44,12 @@ step build bash -c "cmake -S . -B '$build' -G Ninja ${cfg[*]:-} &&
                     ninja -C '$build'" || { cat "$out/build.txt" | tail -40; exit 1; }
 step collguard-info "$build/plugin/collguard-info"
 step ctest-gpu bash -c "cd '$build' && ctest -L gpu --output-on-failure"
-step context-2-ranks "$build/transport/collguard-run" -np 2 --timeout 120s \
+# Two ranks: NCCL needs a GPU each; on one GPU they share it through
+# COLLGUARD (host-staged).
+ngpu=$(nvidia-smi -L | grep -c '^GPU')
+be=$([ "$ngpu" -ge 2 ] && echo NCCL || echo COLLGUARD)
+step context-2-ranks env HOROVOD_GPU_OPERATIONS=$be \
+    "$build/transport/collguard-run" -np 2 --timeout 120s \
     -- "$build/integration/gpu/cuda_context_check"
 step gpu-smoke bash integration/gpu/run_gpu_smoke.sh "$build" 5
 cat "$out/summary.txt"
