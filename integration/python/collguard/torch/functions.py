@@ -113,8 +113,9 @@ def broadcast_optimizer_state(optimizer, root_rank,
 
 def broadcast_object(obj, root_rank=0, name=None,
                      process_set=global_process_set):
-    """root_rank's picklable obj on every rank."""
-    name = name or type(obj).__name__
+    """root_rank's picklable obj on every rank (obj is ignored on the
+    others, so the default name does not depend on it)."""
+    name = name or "broadcast_object"
     if basics.rank() == root_rank:
         buf = io.BytesIO()
         pickle.dump(obj, buf)
@@ -131,7 +132,7 @@ def broadcast_object(obj, root_rank=0, name=None,
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """The list of every rank's picklable obj, in rank order."""
-    name = name or type(obj).__name__
+    name = name or "allgather_object"
     data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
     sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64),
                       name=name + ".sz", process_set=process_set)

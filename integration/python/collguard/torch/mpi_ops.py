@@ -53,6 +53,8 @@ def _resolve_op(op, average):
 def _enqueue(fn, args, keep):
     try:
         handle = fn(*args)
+    except NotImplementedError:
+        raise
     except RuntimeError as e:
         raise HorovodInternalError(e)
     _handle_map[handle] = keep
@@ -101,7 +103,7 @@ class _Allreduce(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=ctx.op, prescale_factor=ctx.scale[0],
+        grad = allreduce(grad_output.contiguous(), op=ctx.op, prescale_factor=ctx.scale[0],
                          postscale_factor=ctx.scale[1],
                          process_set=ctx.process_set)
         return grad, None, None, None, None, None
@@ -156,7 +158,8 @@ class _Broadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        grad = allreduce(grad_output.contiguous(), op=Average,
+                         process_set=ctx.process_set)
         if basics.rank() != ctx.root_rank:
             grad = grad * 0
         return grad, None, None, None
@@ -190,7 +193,8 @@ class _Allgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        grad = allreduce(grad_output.contiguous(), op=Average,
+                         process_set=ctx.process_set)
         dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64),
                          process_set=ctx.process_set)
         offset = int(dims[:basics.rank()].sum().item())
@@ -211,6 +215,8 @@ def _grouped(kind):
         try:
             return fn(tensors, [t.new_empty(0) for t in tensors], 1, b"",
                       Sum, 1.0, 1.0, 0)
+        except NotImplementedError:
+            raise
         except RuntimeError as e:
             raise HorovodInternalError(e)
     call.__name__ = kind
@@ -312,6 +318,8 @@ def synchronize(handle):
     try:
         mpi_lib.horovod_torch_wait_and_clear(handle)
         output = _handle_map.pop(handle)[-1]
+    except NotImplementedError:
+        raise
     except RuntimeError as e:
         _handle_map.pop(handle, None)
         raise HorovodInternalError(e)
@@ -325,6 +333,8 @@ def join(device=-1):
     output = torch.tensor(-1, dtype=torch.int32)
     try:
         handle = mpi_lib.horovod_torch_join(output, device)
+    except NotImplementedError:
+        raise
     except RuntimeError as e:
         raise HorovodInternalError(e)
     _handle_map[handle] = (None, output)
@@ -335,6 +345,8 @@ def barrier(process_set=global_process_set):
     """Returns once every rank has called barrier."""
     try:
         handle = mpi_lib.horovod_torch_barrier(process_set.process_set_id)
+    except NotImplementedError:
+        raise
     except RuntimeError as e:
         raise HorovodInternalError(e)
     _handle_map[handle] = (None, None)
