@@ -95,6 +95,11 @@ cg_hvd_core_h cg_hvd_global_core(void)
     return (cg__hvd == NULL) ? NULL : cg__hvd->core;
 }
 
+cg_ctx_h cg_hvd_global_ctx(void)
+{
+    return (cg__hvd == NULL) ? NULL : cg__hvd->ctx;
+}
+
 #define CG__HVD_GETTER(fn, field)                                            \
     int fn(void)                                                             \
     {                                                                        \

@@ -55,6 +55,10 @@ CG_HVD_EXPORT int horovod_stop_timeline(void);
  * given a rank list other than every launched rank in order. Valid until
  * horovod_shutdown. */
 CG_HVD_EXPORT cg_hvd_core_h cg_hvd_global_core(void);
+/* The context horovod_init created (cg_ctx_governor_snapshot: the memory
+ * governor collguard.torch reports), or NULL when not initialized. Valid
+ * until horovod_shutdown. */
+CG_HVD_EXPORT cg_ctx_h cg_hvd_global_ctx(void);
 
 /* -1 before horovod_init. */
 CG_HVD_EXPORT int horovod_rank(void);

@@ -226,7 +226,7 @@ static cg_status_t cg__gather_fused(cg_hvd_core_t *core, size_t i,
         blocks[r] = 0;
         for (size_t j = i; j < core->ready_len; j++) {
             cg_hvd_entry_t *e = core->ready[j];
-            if (e->group == group)
+            if (e->w.type == CG_HVD_ALLGATHER && e->group == group)
                 blocks[r] += (size_t)e->dim0[r] * cg__row_bytes(e);
         }
         off += r < core->rank ? blocks[r] : 0;
@@ -234,9 +234,10 @@ static cg_status_t cg__gather_fused(cg_hvd_core_t *core, size_t i,
     pos = off;
     for (size_t j = i; j < core->ready_len; j++) {
         cg_hvd_entry_t *e = core->ready[j];
-        size_t len = (size_t)e->dim0[core->rank] * cg__row_bytes(e);
-        if (e->group != group)
-            continue;
+        size_t len;
+        if (e->w.type != CG_HVD_ALLGATHER || e->group != group)
+            continue; /* other entries of the cycle have no dim0 */
+        len = (size_t)e->dim0[core->rank] * cg__row_bytes(e);
         if (len > 0)
             cg_hvd_copy_in(core, e, fbuf + pos, e->local->input, len);
         pos += len;
@@ -253,8 +254,11 @@ static cg_status_t cg__gather_fused(cg_hvd_core_t *core, size_t i,
     for (int r = 0; r < core->size && st == CG_OK; r++) {
         for (size_t j = i; j < core->ready_len; j++) {
             cg_hvd_entry_t *e = core->ready[j];
-            size_t len = (size_t)e->dim0[r] * cg__row_bytes(e);
-            if (e->group != group || len == 0)
+            size_t len;
+            if (e->w.type != CG_HVD_ALLGATHER || e->group != group)
+                continue;
+            len = (size_t)e->dim0[r] * cg__row_bytes(e);
+            if (len == 0)
                 continue;
             memcpy((char *)e->local->gather + e->foff, fbuf + pos, len);
             e->foff += len;

@@ -8,7 +8,8 @@
  * result no rank can allocate fails every rank instead of hanging one; a
  * result larger than the address space fails alone and the core goes on;
  * the timeline shows the fused tensors in one COLLGUARD_ALLGATHER span
- * (gather_timeline_check.py). Every element is checked on every rank.
+ * (gather_timeline_check.py); allgathers fused in a cycle that also
+ * carries an allreduce after them. Every element is checked on every rank.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ typedef struct gt_case {
     int nt;    /* tensors */
     int mixed; /* odd tensors i64, even ones f32 */
     int big;   /* index of the large tensor (-1: none) */
+    int allreduce; /* an allreduce enqueued after the allgathers */
 } gt_case_t;
 
 static int64_t gt_rows(const gt_case_t *c, int r, int k)
@@ -114,11 +116,26 @@ static int body_gather(hj_rank_t *self)
                            CG_OK,
                  "enqueue %s: %s", names[k], cg_last_error());
     }
+    if (c->allreduce) {
+        cg_hvd_tensor_t ts = {.name = "after.gathers", .dtype = CG_DTYPE_F32,
+                              .ndim = 1, .shape = {1}, .input = &w,
+                              .output = &w};
+        HJ_CHECK(self, cg_hvd_enqueue_allreduce(self->core, &ts, CG_OP_SUM, 1,
+                                                1, &warm) == CG_OK,
+                 "enqueue after.gathers: %s", cg_last_error());
+    }
     for (int k = 0; k < c->nt; k++) {
         if (gt_check(self, c, k, req[k]) != 0)
             return 1;
         cg_hvd_release(req[k]);
         free(in[k]);
+    }
+    if (c->allreduce) {
+        HJ_CHECK(self, cg_hvd_wait(warm) == CG_OK, "after.gathers: %s",
+                 cg_hvd_error(warm));
+        cg_hvd_release(warm);
+        HJ_CHECK(self, w == (float)(self->size * self->size),
+                 "after.gathers is %g, want %d", w, self->size * self->size);
     }
     return 0;
 }
@@ -144,7 +161,7 @@ Test(hvd_gather, ragged_allgathers_of_two_dtypes_fuse_into_two_calls,
      .timeout = 60)
 {
     const char *env[] = {"HOROVOD_CYCLE_TIME=300", NULL};
-    gt_case_t c = {50, 1, -1};
+    gt_case_t c = {50, 1, -1, 0};
     hj_rank_t *rep = gt_run(3, env, &c);
     cr_assert(rep[0].stats.allgather_calls >= 2 &&
                   rep[0].stats.allgather_calls <= 3,
@@ -153,11 +170,22 @@ Test(hvd_gather, ragged_allgathers_of_two_dtypes_fuse_into_two_calls,
     hj_free(rep, 3);
 }
 
+Test(hvd_gather, allgathers_fuse_beside_an_allreduce_of_the_same_cycle,
+     .timeout = 60)
+{
+    const char *env[] = {"HOROVOD_CYCLE_TIME=300", NULL};
+    gt_case_t c = {8, 0, -1, 1};
+    hj_rank_t *rep = gt_run(2, env, &c);
+    cr_assert_eq(rep[0].stats.allgather_calls, 1, "%llu calls",
+                 (unsigned long long)rep[0].stats.allgather_calls);
+    hj_free(rep, 2);
+}
+
 Test(hvd_gather, fusion_off_gathers_each_tensor_alone, .timeout = 60)
 {
     const char *env[] = {"HOROVOD_CYCLE_TIME=300",
                          "HOROVOD_FUSION_THRESHOLD=0", NULL};
-    gt_case_t c = {50, 1, -1};
+    gt_case_t c = {50, 1, -1, 0};
     hj_rank_t *rep = gt_run(3, env, &c);
     cr_assert_eq(rep[0].stats.allgather_calls, 50, "%llu calls",
                  (unsigned long long)rep[0].stats.allgather_calls);
@@ -170,7 +198,7 @@ Test(hvd_gather, tensor_over_the_threshold_runs_alone_between_groups,
     /* 10 small, one of ~960 KB gathered, 10 small; threshold 64 KiB. */
     const char *env[] = {"HOROVOD_CYCLE_TIME=300",
                          "CG_FUSION_THRESHOLD=64KiB", NULL};
-    gt_case_t c = {21, 0, 10};
+    gt_case_t c = {21, 0, 10, 0};
     hj_rank_t *rep = gt_run(3, env, &c);
     cr_assert_eq(rep[0].stats.allgather_calls, 3, "%llu calls, want 2 fused "
                  "groups and the large tensor alone",
@@ -181,7 +209,7 @@ Test(hvd_gather, tensor_over_the_threshold_runs_alone_between_groups,
 Test(hvd_gather, injected_allocation_faults_are_retried, .timeout = 60)
 {
     const char *env[] = {"HOROVOD_CYCLE_TIME=300", "CG_FAULT_ALLOC=2", NULL};
-    gt_case_t c = {21, 1, 4};
+    gt_case_t c = {21, 1, 4, 0};
     hj_rank_t *rep = gt_run(2, env, &c);
     cr_assert_geq(rep[0].stats.allgather_calls, 2, "%llu calls",
                   (unsigned long long)rep[0].stats.allgather_calls);
@@ -194,7 +222,7 @@ Test(hvd_gather, timeline_shows_one_span_per_fused_group, .timeout = 60)
     snprintf(path, sizeof(path), "/tmp/cg_gather_tl_%d.json", (int)getpid());
     snprintf(tl, sizeof(tl), "HOROVOD_TIMELINE=%s", path);
     const char *env[] = {"HOROVOD_CYCLE_TIME=300", tl, NULL};
-    gt_case_t c = {20, 1, -1}; /* f32 and i64: two groups */
+    gt_case_t c = {20, 1, -1, 0}; /* f32 and i64: two groups */
     hj_rank_t *rep = gt_run(2, env, &c);
     cr_assert_eq(rep[0].stats.allgather_calls, 2, "%llu calls",
                  (unsigned long long)rep[0].stats.allgather_calls);

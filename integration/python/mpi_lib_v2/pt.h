@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internals of the CPython module mpi_lib_v2 (Horovod's binding module
+ * name): torch tensors read through the Python API into cg_hvd_tensor_t
+ * (pt_tensor.c), the handle table that keeps tensors alive until a handle
+ * is cleared (pt_handles.c), the collective bindings (pt_ops.c), what
+ * runs once an operation is done, and barrier (pt_finish.c), the ones the
+ * engine lacks (pt_missing.c) and collguard's extras (pt_extra.c).
+ * Every function here runs with the GIL held. Layer: integration; calls
+ * include/collguard/hvd.h and libcollguard_hvd.so's exported functions.
+ */
+#ifndef CG_INTEGRATION_PT_H
+#define CG_INTEGRATION_PT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "collguard/hvd.h"
+
+/* Kinds of operation a handle stands for. */
+typedef enum {
+    PT_OP_ALLREDUCE = 0,
+    PT_OP_BROADCAST = 1,
+    PT_OP_ALLGATHER = 2,
+    PT_OP_BARRIER = 3
+} pt_op_kind_t;
+
+/* A tensor as the engine takes it, plus what the module needs later. */
+typedef struct pt_tensor {
+    cg_hvd_tensor_t t;
+    bool is_cuda;
+    int64_t numel;
+    size_t elem_size;
+    PyObject *dtype; /* borrowed from the tensor's dtype (kept by it) */
+} pt_tensor_t;
+
+/* One enqueued operation, alive from enqueue until its handle is cleared
+ * (or, after horovod_torch_reset, until the engine is done with it). */
+typedef struct pt_op {
+    int handle;
+    pt_op_kind_t kind;
+    cg_hvd_req_h req;
+    PyObject *keep[3];  /* tensor, output, extra: owned references */
+    PyObject *name_key; /* explicit name registered in flight, or NULL */
+    int divisor;        /* allreduce: output divided after completion */
+    bool finished;      /* post-processing done (allgather copy, divide) */
+    bool is_cuda;
+    int ndim;
+    int64_t shape[CG_HVD_NDIM_MAX];
+    PyObject *dtype;    /* owned; allgather result dtype */
+    int32_t scratch;    /* barrier: the element its allreduce carries */
+    struct pt_op *next; /* reset's list of operations still running */
+} pt_op_t;
+
+/* pt_tensor.c */
+int pt_tensor_init_types(void);
+int pt_tensor_describe(PyObject *tensor, const char *what, pt_tensor_t *d);
+int pt_tensor_set_data(PyObject *tensor, pt_tensor_t *d, bool output);
+int pt_tensor_sync_cuda(PyObject *tensor);
+int pt_tensor_copy_from_host(PyObject *output, void *data, int64_t numel,
+                             size_t elem_size, PyObject *dtype);
+extern PyObject *pt_str_resize, *pt_str_data_ptr, *pt_str_copy,
+    *pt_str_div, *pt_str_floor_div, *pt_str_is_floating_point;
+
+/* pt_handles.c */
+int pt_handles_new(pt_op_kind_t kind, pt_op_t **op_p);
+pt_op_t *pt_handles_find(int handle);
+void pt_handles_remove(pt_op_t *op);
+void pt_handles_free(pt_op_t *op);
+void pt_handles_reset(void);
+void pt_handles_reap(void);
+
+/* pt_ops.c */
+int pt_ops_init(void);
+cg_hvd_core_h pt_core(void);
+int pt_check_process_set(int process_set_id, const char *what);
+int pt_raise_enqueue(cg_status_t st, const char *what);
+int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
+                  char *full, size_t full_size);
+void pt_release_name(pt_op_t *op);
+PyObject *pt_allreduce(PyObject *self, PyObject *args);
+PyObject *pt_broadcast(PyObject *self, PyObject *args);
+PyObject *pt_allgather(PyObject *self, PyObject *args);
+PyObject *pt_poll(PyObject *self, PyObject *args);
+PyObject *pt_wait_and_clear(PyObject *self, PyObject *args);
+PyObject *pt_reset(PyObject *self, PyObject *args);
+
+/* pt_finish.c */
+int pt_finish(pt_op_t *op);
+PyObject *pt_barrier(PyObject *self, PyObject *args);
+
+/* pt_missing.c */
+PyObject *pt_join(PyObject *self, PyObject *args);
+PyObject *pt_grouped_allreduce(PyObject *self, PyObject *args);
+PyObject *pt_grouped_allgather(PyObject *self, PyObject *args);
+PyObject *pt_alltoall(PyObject *self, PyObject *args);
+PyObject *pt_reducescatter(PyObject *self, PyObject *args);
+PyObject *pt_grouped_reducescatter(PyObject *self, PyObject *args);
+
+/* pt_extra.c */
+PyObject *pt_memory_snapshot(PyObject *self, PyObject *args);
+PyObject *pt_core_stats(PyObject *self, PyObject *args);
+
+#endif

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What mpi_lib_v2 offers beyond Horovod's bindings, for collguard.torch:
+ * the memory governor's snapshot (pressure level, budget, free bytes,
+ * projected seconds to OOM) and the engine's counters, as dicts.
+ * Layer: integration (mpi_lib_v2).
+ */
+#include "integration/python/mpi_lib_v2/pt.h"
+
+#include "collguard/governor.h"
+#include "plugin/hvd_abi.h"
+
+static const char *pt__pressure_name(cg_pressure_t p)
+{
+    switch (p) {
+    case CG_PRESSURE_OK: return "ok";
+    case CG_PRESSURE_WARN: return "warn";
+    case CG_PRESSURE_CRITICAL: return "critical";
+    }
+    return "unknown";
+}
+
+/* () -> dict; samples free memory now. */
+PyObject *pt_memory_snapshot(PyObject *self, PyObject *args)
+{
+    cg_governor_snapshot_t s;
+    cg_ctx_h ctx = cg_hvd_global_ctx();
+    cg_status_t st;
+    PyObject *eta;
+
+    (void)self;
+    (void)args;
+    if (ctx == NULL) {
+        PyErr_SetString(PyExc_ValueError, "collguard: Horovod has not been "
+                        "initialized; use hvd.init().");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    st = cg_ctx_governor_snapshot(ctx, &s);
+    Py_END_ALLOW_THREADS
+    if (st != CG_OK) {
+        PyErr_Format(PyExc_RuntimeError, "collguard: governor snapshot: %s",
+                     cg_last_error());
+        return NULL;
+    }
+    if (s.oom_eta_s < 0) {
+        eta = Py_None;
+        Py_INCREF(eta);
+    } else {
+        eta = PyFloat_FromDouble(s.oom_eta_s);
+        if (eta == NULL)
+            return NULL;
+    }
+    return Py_BuildValue(
+        "{s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K}", "level",
+        pt__pressure_name(s.pressure), "memory",
+        s.kind == CG_MEM_KIND_DEVICE ? "device" : "host", "free_bytes",
+        (unsigned long long)s.free_bytes, "total_bytes",
+        (unsigned long long)s.total_bytes, "reserve_bytes",
+        (unsigned long long)s.reserve_bytes, "budget_bytes",
+        (unsigned long long)s.budget_bytes, "fusion_bytes",
+        (unsigned long long)s.fusion_bytes, "chunk_bytes",
+        (unsigned long long)s.chunk_bytes, "nccl_buffsize",
+        (unsigned long long)s.nccl_buffsize, "oom_eta_s", eta,
+        "alloc_failures", (unsigned long long)s.alloc_failures,
+        "early_warnings", (unsigned long long)s.early_warnings,
+        "fusion_current_bytes",
+        (unsigned long long)s.current_bytes[CG_MEM_CAT_FUSION]);
+}
+
+/* () -> dict of cg_hvd_stats_t. */
+PyObject *pt_core_stats(PyObject *self, PyObject *args)
+{
+    cg_hvd_core_h core = pt_core();
+    cg_hvd_stats_t s;
+
+    (void)self;
+    (void)args;
+    if (core == NULL)
+        return NULL;
+    cg_hvd_core_stats(core, &s);
+#define PT__K(f) #f, (unsigned long long)s.f
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+        PT__K(cycles), PT__K(allreduce_calls), PT__K(allreduce_tensors),
+        PT__K(fused_calls), PT__K(max_fused_tensors), PT__K(duplicates),
+        PT__K(mismatches), PT__K(fusion_bytes), PT__K(fused_bytes),
+        PT__K(cache_hits), PT__K(full_rounds), PT__K(allgather_calls),
+        PT__K(allgather_tensors), PT__K(execute_ns));
+#undef PT__K
+}

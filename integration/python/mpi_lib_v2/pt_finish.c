@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What mpi_lib_v2 does once the engine is done with an operation, on the
+ * thread that polls or waits (with the GIL): an allgather's output
+ * resized to the gathered shape and filled from the engine's result, an
+ * allreduce divided by Horovod's divisor; and barrier, which is a
+ * one-element allreduce: no rank gets past it before every rank entered
+ * it. Layer: integration (mpi_lib_v2).
+ */
+#include "integration/python/mpi_lib_v2/pt.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int pt__call1(PyObject *o, PyObject *method, PyObject *arg)
+{
+    PyObject *r = PyObject_CallMethodOneArg(o, method, arg);
+
+    Py_XDECREF(r);
+    return (r == NULL) ? -1 : 0;
+}
+
+static int pt__finish_allgather(pt_op_t *op)
+{
+    PyObject *output = op->keep[1], *shape, *ptr;
+    const void *data;
+    int64_t first, numel;
+    size_t elem;
+    cg_status_t st;
+    int rc;
+
+    st = cg_hvd_allgather_result(op->req, &data, &first);
+    if (st != CG_OK) {
+        PyErr_Format(PyExc_RuntimeError, "collguard: allgather result: %s",
+                     cg_last_error());
+        return -1;
+    }
+    shape = PyTuple_New(op->ndim);
+    if (shape == NULL)
+        return -1;
+    numel = first;
+    PyTuple_SET_ITEM(shape, 0, PyLong_FromLongLong(first));
+    for (int i = 1; i < op->ndim; i++) {
+        PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(op->shape[i]));
+        numel *= op->shape[i];
+    }
+    rc = pt__call1(output, pt_str_resize, shape);
+    Py_DECREF(shape);
+    if (rc != 0 || numel == 0)
+        return rc;
+    {
+        PyObject *es = PyObject_CallMethod(output, "element_size", NULL);
+
+        if (es == NULL)
+            return -1;
+        elem = PyLong_AsSize_t(es);
+        Py_DECREF(es);
+        if (elem == (size_t)-1 && PyErr_Occurred())
+            return -1;
+    }
+    if (op->is_cuda)
+        return pt_tensor_copy_from_host(output, (void *)(uintptr_t)data,
+                                        numel, elem, op->dtype);
+    ptr = PyObject_CallMethodNoArgs(output, pt_str_data_ptr);
+    if (ptr == NULL)
+        return -1;
+    memcpy(PyLong_AsVoidPtr(ptr), data, (size_t)numel * elem);
+    Py_DECREF(ptr);
+    return 0;
+}
+
+static int pt__finish_divide(pt_op_t *op)
+{
+    PyObject *output = op->keep[1], *fp, *div;
+    int is_fp, rc;
+
+    fp = PyObject_CallMethodNoArgs(output, pt_str_is_floating_point);
+    if (fp == NULL)
+        return -1;
+    is_fp = PyObject_IsTrue(fp);
+    Py_DECREF(fp);
+    div = PyLong_FromLong(op->divisor);
+    if (div == NULL)
+        return -1;
+    rc = pt__call1(output, is_fp ? pt_str_div : pt_str_floor_div, div);
+    Py_DECREF(div);
+    return rc;
+}
+
+/* Runs once per done operation; a failed one has nothing to finish. */
+int pt_finish(pt_op_t *op)
+{
+    int rc = 0;
+
+    if (op->finished)
+        return 0;
+    op->finished = true;
+    if (cg_hvd_wait(op->req) != CG_OK)
+        return 0;
+    if (op->kind == PT_OP_ALLGATHER)
+        rc = pt__finish_allgather(op);
+    else if (op->kind == PT_OP_ALLREDUCE && op->divisor > 1)
+        rc = pt__finish_divide(op);
+    return rc;
+}
+
+/* (process_set_id) -> handle. The n-th barrier of every rank is the
+ * allreduce "barrier.<n>", so barriers match across ranks whatever other
+ * operations each rank issued before. */
+PyObject *pt_barrier(PyObject *self, PyObject *args)
+{
+    static unsigned long long count;
+    char full[CG_HVD_NAME_MAX];
+    cg_hvd_tensor_t t;
+    cg_hvd_core_h core;
+    pt_op_t *op;
+    cg_status_t st;
+    int psid = 0;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "|i", &psid))
+        return NULL;
+    if ((core = pt_core()) == NULL ||
+        pt_check_process_set(psid, "barrier") != 0)
+        return NULL;
+    pt_handles_reap();
+    if (pt_handles_new(PT_OP_BARRIER, &op) != 0)
+        return NULL;
+    snprintf(full, sizeof(full), "barrier.%llu", ++count);
+    memset(&t, 0, sizeof(t));
+    t.name = full;
+    t.dtype = CG_DTYPE_I32;
+    t.ndim = 0;
+    t.input = &op->scratch;
+    t.output = &op->scratch;
+    t.device = -1;
+    Py_BEGIN_ALLOW_THREADS
+    st = cg_hvd_enqueue_allreduce(core, &t, CG_OP_SUM, 1.0, 1.0, &op->req);
+    Py_END_ALLOW_THREADS
+    if (st != CG_OK) {
+        pt_raise_enqueue(st, full);
+        pt_handles_remove(op);
+        pt_handles_free(op);
+        return NULL;
+    }
+    return PyLong_FromLong(op->handle);
+}

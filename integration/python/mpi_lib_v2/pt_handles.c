@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The handle table of mpi_lib_v2: Horovod's integer handles (1, 2, ...
+ * from the last reset) mapped to operations by an open-addressing table
+ * (linear probing, backward-shift deletion). An operation owns references
+ * to its tensors, so they stay alive until the handle is cleared; reset
+ * keeps operations the engine is still running on a list and frees them
+ * once done, so a tensor is never freed under the engine. Only called with
+ * the GIL held. Layer: integration (mpi_lib_v2).
+ */
+#include "integration/python/mpi_lib_v2/pt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct {
+    pt_op_t **slots; /* cap entries, NULL: empty */
+    size_t cap;      /* power of two */
+    size_t count;
+    int last_handle;
+    pt_op_t *running; /* cleared by reset, engine not done yet */
+} pt__h;
+
+static size_t pt__slot(int handle)
+{
+    /* Fibonacci hashing spreads consecutive handles. */
+    return (size_t)(((uint64_t)(unsigned)handle * 0x9E3779B97F4A7C15ull) >>
+                    17) & (pt__h.cap - 1);
+}
+
+static int pt__grow(void)
+{
+    size_t cap = pt__h.cap ? pt__h.cap * 2 : 1024;
+    pt_op_t **old = pt__h.slots, **slots = calloc(cap, sizeof(*slots));
+    size_t oldcap = pt__h.cap;
+
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    pt__h.slots = slots;
+    pt__h.cap = cap;
+    for (size_t i = 0; i < oldcap; i++) {
+        if (old[i] == NULL)
+            continue;
+        size_t s = pt__slot(old[i]->handle);
+
+        while (slots[s] != NULL)
+            s = (s + 1) & (cap - 1);
+        slots[s] = old[i];
+    }
+    free(old);
+    return 0;
+}
+
+/* A new operation under the next handle, already in the table. */
+int pt_handles_new(pt_op_kind_t kind, pt_op_t **op_p)
+{
+    pt_op_t *op;
+    size_t s;
+
+    if ((pt__h.count + 1) * 2 > pt__h.cap && pt__grow() != 0)
+        return -1;
+    op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    op->kind = kind;
+    op->handle = ++pt__h.last_handle;
+    s = pt__slot(op->handle);
+    while (pt__h.slots[s] != NULL)
+        s = (s + 1) & (pt__h.cap - 1);
+    pt__h.slots[s] = op;
+    pt__h.count++;
+    *op_p = op;
+    return 0;
+}
+
+pt_op_t *pt_handles_find(int handle)
+{
+    if (pt__h.cap == 0)
+        return NULL;
+    for (size_t s = pt__slot(handle);; s = (s + 1) & (pt__h.cap - 1)) {
+        if (pt__h.slots[s] == NULL)
+            return NULL;
+        if (pt__h.slots[s]->handle == handle)
+            return pt__h.slots[s];
+    }
+}
+
+/* Takes op out of the table (it stays allocated). */
+void pt_handles_remove(pt_op_t *op)
+{
+    size_t mask = pt__h.cap - 1, i = pt__slot(op->handle);
+
+    while (pt__h.slots[i] != op)
+        i = (i + 1) & mask;
+    pt__h.slots[i] = NULL;
+    pt__h.count--;
+    /* Backward shift: move later entries of the run into the hole when
+     * their home slot is not between the hole and them. */
+    for (size_t j = (i + 1) & mask; pt__h.slots[j] != NULL;
+         j = (j + 1) & mask) {
+        size_t home = pt__slot(pt__h.slots[j]->handle);
+
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            pt__h.slots[i] = pt__h.slots[j];
+            pt__h.slots[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+/* Frees an operation out of the table: its request and references. */
+void pt_handles_free(pt_op_t *op)
+{
+    pt_release_name(op);
+    if (op->req != NULL)
+        cg_hvd_release(op->req);
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(op->keep[i]);
+    Py_XDECREF(op->dtype);
+    free(op);
+}
+
+/* Frees the operations reset left running once the engine is done. */
+void pt_handles_reap(void)
+{
+    pt_op_t **pp = &pt__h.running;
+
+    while (*pp != NULL) {
+        pt_op_t *op = *pp;
+
+        if (op->req == NULL || cg_hvd_poll(op->req)) {
+            *pp = op->next;
+            pt_handles_free(op);
+        } else {
+            pp = &op->next;
+        }
+    }
+}
+
+/* Clears every handle and restarts numbering (horovod_torch_reset). */
+void pt_handles_reset(void)
+{
+    for (size_t i = 0; i < pt__h.cap; i++) {
+        pt_op_t *op = pt__h.slots[i];
+
+        if (op == NULL)
+            continue;
+        pt__h.slots[i] = NULL;
+        pt_release_name(op);
+        op->next = pt__h.running;
+        pt__h.running = op;
+    }
+    pt__h.count = 0;
+    pt__h.last_handle = 0;
+    pt_handles_reap();
+}

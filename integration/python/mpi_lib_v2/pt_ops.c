@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The binding functions of mpi_lib_v2 over the engine: allreduce,
+ * broadcast and allgather with Horovod's argument orders, poll, wait and
+ * clear (with the GIL released while waiting), reset; Horovod's op names
+ * ("allreduce.<name>", "allreduce.noname.<handle>") and its exception
+ * types (ValueError for bad arguments and an explicit name already in
+ * flight, RuntimeError for failures of the operation itself).
+ * Layer: integration (mpi_lib_v2).
+ */
+#include "integration/python/mpi_lib_v2/pt.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "plugin/hvd_abi.h"
+
+/* Explicit op names in flight: full name (str) -> handle (int). */
+static PyObject *pt__inflight;
+
+int pt_ops_init(void)
+{
+    pt__inflight = PyDict_New();
+    return (pt__inflight == NULL) ? -1 : 0;
+}
+
+/* The engine horovod_init started, or NULL with RuntimeError raised. */
+cg_hvd_core_h pt_core(void)
+{
+    cg_hvd_core_h core = cg_hvd_global_core();
+
+    if (core != NULL)
+        return core;
+    if (horovod_is_initialized())
+        PyErr_SetString(PyExc_RuntimeError,
+                        "collguard: no collective engine: horovod_init was "
+                        "given a rank list other than every launched rank "
+                        "in launch order");
+    else
+        PyErr_SetString(PyExc_RuntimeError,
+                        "collguard: Horovod has not been initialized; use "
+                        "hvd.init().");
+    return NULL;
+}
+
+int pt_check_process_set(int process_set_id, const char *what)
+{
+    if (process_set_id == 0)
+        return 0;
+    PyErr_Format(PyExc_NotImplementedError,
+                 "collguard: %s on process set %d is not implemented: the "
+                 "engine runs collectives on the global process set (id 0) "
+                 "only", what, process_set_id);
+    return -1;
+}
+
+/* Raises for a failed enqueue: bad arguments are ValueError. */
+int pt_raise_enqueue(cg_status_t st, const char *what)
+{
+    PyObject *type = (st == CG_ERR_INVALID_PARAM || st == CG_ERR_UNSUPPORTED)
+                         ? PyExc_ValueError
+                         : PyExc_RuntimeError;
+
+    PyErr_Format(type, "collguard: %s: %s", what, cg_last_error());
+    return -1;
+}
+
+/* Names op "<prefix>.<name>", or "<prefix>.noname.<handle>" when name is
+ * empty; an explicit name whose earlier operation the engine has not
+ * finished raises ValueError, as Horovod. */
+int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
+                  char *full, size_t full_size)
+{
+    PyObject *key, *prev, *h;
+    int n;
+
+    if (name[0] == '\0') {
+        n = snprintf(full, full_size, "%s.noname.%d", prefix, op->handle);
+        return (n < 0 || (size_t)n >= full_size) ? -1 : 0;
+    }
+    n = snprintf(full, full_size, "%s.%s", prefix, name);
+    if (n < 0 || (size_t)n >= full_size) {
+        PyErr_Format(PyExc_ValueError, "collguard: tensor name '%s' is "
+                     "longer than %d bytes", name, CG_HVD_NAME_MAX - 1);
+        return -1;
+    }
+    key = PyUnicode_FromString(full);
+    if (key == NULL)
+        return -1;
+    prev = PyDict_GetItemWithError(pt__inflight, key);
+    if (prev != NULL) {
+        pt_op_t *other = pt_handles_find((int)PyLong_AsLong(prev));
+
+        if (other != NULL && other->req != NULL && !cg_hvd_poll(other->req)) {
+            PyErr_Format(PyExc_ValueError,
+                         "collguard: a tensor named '%s' is already in "
+                         "flight (handle %d); names of concurrent "
+                         "operations must be unique", full, other->handle);
+            Py_DECREF(key);
+            return -1;
+        }
+        if (other != NULL)
+            Py_CLEAR(other->name_key);
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    h = PyLong_FromLong(op->handle);
+    if (h == NULL || PyDict_SetItem(pt__inflight, key, h) != 0) {
+        Py_XDECREF(h);
+        Py_DECREF(key);
+        return -1;
+    }
+    Py_DECREF(h);
+    op->name_key = key;
+    return 0;
+}
+
+void pt_release_name(pt_op_t *op)
+{
+    PyObject *cur, *exc_type, *exc_val, *exc_tb;
+
+    if (op->name_key == NULL)
+        return;
+    PyErr_Fetch(&exc_type, &exc_val, &exc_tb);
+    cur = PyDict_GetItemWithError(pt__inflight, op->name_key);
+    if (cur != NULL && PyLong_AsLong(cur) == op->handle)
+        (void)PyDict_DelItem(pt__inflight, op->name_key);
+    PyErr_Clear();
+    PyErr_Restore(exc_type, exc_val, exc_tb);
+    Py_CLEAR(op->name_key);
+}
+
+static cg_redop_t pt__op(int horovod_op, int *ok)
+{
+    *ok = 1;
+    switch (horovod_op) { /* Horovod's ReduceOp (horovod_reduce_op_*) */
+    case 0: return CG_OP_AVG;
+    case 1: return CG_OP_SUM;
+    case 3: return CG_OP_MIN;
+    case 4: return CG_OP_MAX;
+    case 5: return CG_OP_PROD;
+    case 2:
+        PyErr_SetString(PyExc_NotImplementedError,
+                        "collguard: Adasum is not implemented");
+        break;
+    default:
+        PyErr_Format(PyExc_ValueError, "collguard: unknown reduce op %d",
+                     horovod_op);
+    }
+    *ok = 0;
+    return CG_OP_SUM;
+}
+
+static const char *pt__name_arg(PyObject *name)
+{
+    if (PyBytes_Check(name))
+        return PyBytes_AS_STRING(name);
+    if (PyUnicode_Check(name))
+        return PyUnicode_AsUTF8(name);
+    PyErr_SetString(PyExc_TypeError, "collguard: name must be bytes or str");
+    return NULL;
+}
+
+/* Describes tensor and, when it is another tensor, output (same dtype and
+ * element count); synchronises a CUDA tensor's stream. */
+static int pt__prepare(PyObject *tensor, PyObject *output, pt_tensor_t *d,
+                       bool need_output)
+{
+    if (pt_tensor_describe(tensor, "input", d) != 0)
+        return -1;
+    if (need_output && output != tensor) {
+        pt_tensor_t o;
+
+        if (pt_tensor_describe(output, "output", &o) != 0)
+            return -1;
+        if (o.t.dtype != d->t.dtype || o.numel != d->numel ||
+            o.is_cuda != d->is_cuda) {
+            PyErr_SetString(PyExc_ValueError, "collguard: output tensor "
+                            "differs from the input in dtype, size or "
+                            "device");
+            return -1;
+        }
+        d->t.output = o.t.output;
+    }
+    if (need_output && pt_tensor_set_data(output, d, true) != 0)
+        return -1;
+    if (d->is_cuda && pt_tensor_sync_cuda(tensor) != 0)
+        return -1;
+    return 0;
+}
+
+/* Enqueue's common tail: keeps the tensors, returns the handle. */
+static PyObject *pt__enqueued(pt_op_t *op, PyObject *tensor, PyObject *output)
+{
+    Py_INCREF(tensor);
+    op->keep[0] = tensor;
+    Py_XINCREF(output);
+    op->keep[1] = output;
+    return PyLong_FromLong(op->handle);
+}
+
+static PyObject *pt__fail(pt_op_t *op)
+{
+    pt_handles_remove(op);
+    pt_handles_free(op);
+    return NULL;
+}
+
+/* (tensor, output, divisor, name, reduce_op, prescale, postscale,
+ *  process_set_id) -> handle */
+PyObject *pt_allreduce(PyObject *self, PyObject *args)
+{
+    PyObject *tensor, *output, *name_o;
+    int divisor, hop, psid, ok;
+    double pre, post;
+    char full[CG_HVD_NAME_MAX];
+    const char *name;
+    cg_hvd_core_h core;
+    pt_tensor_t d;
+    pt_op_t *op;
+    cg_redop_t cop;
+    cg_status_t st;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOiOiddi", &tensor, &output, &divisor,
+                          &name_o, &hop, &pre, &post, &psid))
+        return NULL;
+    if ((name = pt__name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
+        pt_check_process_set(psid, "allreduce") != 0)
+        return NULL;
+    cop = pt__op(hop, &ok);
+    if (!ok || pt__prepare(tensor, output, &d, true) != 0)
+        return NULL;
+    pt_handles_reap();
+    if (pt_handles_new(PT_OP_ALLREDUCE, &op) != 0)
+        return NULL;
+    if (pt_claim_name(op, "allreduce", name, full, sizeof(full)) != 0)
+        return pt__fail(op);
+    d.t.name = full;
+    op->divisor = divisor;
+    Py_BEGIN_ALLOW_THREADS
+    st = cg_hvd_enqueue_allreduce(core, &d.t, cop, pre, post, &op->req);
+    Py_END_ALLOW_THREADS
+    if (st != CG_OK) {
+        pt_raise_enqueue(st, full);
+        return pt__fail(op);
+    }
+    return pt__enqueued(op, tensor, output);
+}
+
+/* (tensor, output, root_rank, name, process_set_id) -> handle */
+PyObject *pt_broadcast(PyObject *self, PyObject *args)
+{
+    PyObject *tensor, *output, *name_o;
+    int root, psid;
+    char full[CG_HVD_NAME_MAX];
+    const char *name;
+    cg_hvd_core_h core;
+    pt_tensor_t d;
+    pt_op_t *op;
+    cg_status_t st;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOiOi", &tensor, &output, &root, &name_o,
+                          &psid))
+        return NULL;
+    if ((name = pt__name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
+        pt_check_process_set(psid, "broadcast") != 0 ||
+        pt__prepare(tensor, output, &d, true) != 0)
+        return NULL;
+    pt_handles_reap();
+    if (pt_handles_new(PT_OP_BROADCAST, &op) != 0)
+        return NULL;
+    if (pt_claim_name(op, "broadcast", name, full, sizeof(full)) != 0)
+        return pt__fail(op);
+    d.t.name = full;
+    Py_BEGIN_ALLOW_THREADS
+    st = cg_hvd_enqueue_broadcast(core, &d.t, root, &op->req);
+    Py_END_ALLOW_THREADS
+    if (st != CG_OK) {
+        pt_raise_enqueue(st, full);
+        return pt__fail(op);
+    }
+    return pt__enqueued(op, tensor, output);
+}
+
+/* (tensor, output, name, process_set_id) -> handle; output is resized to
+ * the gathered shape once done. */
+PyObject *pt_allgather(PyObject *self, PyObject *args)
+{
+    PyObject *tensor, *output, *name_o;
+    int psid;
+    char full[CG_HVD_NAME_MAX];
+    const char *name;
+    cg_hvd_core_h core;
+    pt_tensor_t d;
+    pt_op_t *op;
+    cg_status_t st;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOi", &tensor, &output, &name_o, &psid))
+        return NULL;
+    if ((name = pt__name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
+        pt_check_process_set(psid, "allgather") != 0 ||
+        pt__prepare(tensor, output, &d, false) != 0)
+        return NULL;
+    if (d.t.ndim == 0) {
+        PyErr_SetString(PyExc_ValueError, "collguard: allgather needs a "
+                        "tensor of at least one dimension");
+        return NULL;
+    }
+    pt_handles_reap();
+    if (pt_handles_new(PT_OP_ALLGATHER, &op) != 0)
+        return NULL;
+    if (pt_claim_name(op, "allgather", name, full, sizeof(full)) != 0)
+        return pt__fail(op);
+    d.t.name = full;
+    d.t.output = NULL;
+    op->is_cuda = d.is_cuda;
+    op->ndim = d.t.ndim;
+    memcpy(op->shape, d.t.shape, sizeof(op->shape));
+    Py_INCREF(d.dtype);
+    op->dtype = d.dtype;
+    Py_BEGIN_ALLOW_THREADS
+    st = cg_hvd_enqueue_allgather(core, &d.t, &op->req);
+    Py_END_ALLOW_THREADS
+    if (st != CG_OK) {
+        pt_raise_enqueue(st, full);
+        return pt__fail(op);
+    }
+    return pt__enqueued(op, tensor, output);
+}
+
+static int pt__handle_arg(PyObject *args, pt_op_t **op_p)
+{
+    int handle;
+
+    if (!PyArg_ParseTuple(args, "i", &handle))
+        return -1;
+    *op_p = pt_handles_find(handle);
+    if (*op_p == NULL) {
+        PyErr_Format(PyExc_ValueError, "Handle %d was not created or has "
+                     "been cleared.", handle);
+        return -1;
+    }
+    return 0;
+}
+
+/* handle -> 1 when done (outputs final), else 0. */
+PyObject *pt_poll(PyObject *self, PyObject *args)
+{
+    pt_op_t *op;
+
+    (void)self;
+    if (pt__handle_arg(args, &op) != 0)
+        return NULL;
+    if (!cg_hvd_poll(op->req))
+        return PyLong_FromLong(0);
+    if (pt_finish(op) != 0)
+        return NULL;
+    return PyLong_FromLong(1);
+}
+
+/* handle -> None once done; RuntimeError with the engine's text when the
+ * operation failed (mismatch across ranks, backend error, shutdown). */
+PyObject *pt_wait_and_clear(PyObject *self, PyObject *args)
+{
+    pt_op_t *op;
+    cg_status_t st;
+    int rc;
+
+    (void)self;
+    if (pt__handle_arg(args, &op) != 0)
+        return NULL;
+    pt_handles_remove(op);
+    Py_BEGIN_ALLOW_THREADS
+    st = cg_hvd_wait(op->req);
+    Py_END_ALLOW_THREADS
+    rc = pt_finish(op);
+    if (rc == 0 && st != CG_OK)
+        PyErr_Format(PyExc_RuntimeError, "%s", cg_hvd_error(op->req));
+    pt_handles_free(op);
+    if (rc != 0 || st != CG_OK)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyObject *pt_reset(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    pt_handles_reset();
+    Py_RETURN_NONE;
+}

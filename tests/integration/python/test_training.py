@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Training through collguard.torch at N ranks: a small MLP trained for
+20 steps on 1/N of the batch per rank with DistributedOptimizer (also
+with backward_passes_per_step=2, and through DDP with ddp_comm_hook) ends
+with the parameters one process gets on the whole batch; optimizer state
+(SGD with momentum, Adam) broadcast from root; a second wrap of the same
+parameters reduces each gradient once per step; non-leaf tensors are
+refused by the state broadcasts before anything is sent."""
+import copy
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import collguard.torch as hvd
+
+BATCH, STEPS = 24, 20
+
+
+def _model():
+    torch.manual_seed(7)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                               torch.nn.Linear(16, 4))
+
+
+def _data():
+    g = torch.Generator().manual_seed(11)
+    return torch.randn(BATCH, 8, generator=g), torch.randn(BATCH, 4,
+                                                           generator=g)
+
+
+def _slice(t):
+    n, r = hvd.size(), hvd.rank()
+    k = BATCH // n
+    return t[r * k:(r + 1) * k]
+
+
+def _reference(passes=1):
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    x, y = _data()
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y) * passes
+        loss.backward()
+        opt.step()
+    return model
+
+
+def _assert_same(model, ref):
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), name
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_distributed_optimizer_matches_one_process(passes):
+    model = _model()
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+        named_parameters=model.named_parameters(),
+        backward_passes_per_step=passes)
+    hvd.broadcast_parameters(model.state_dict(), 0)
+    x, y = _slice(_data()[0]), _slice(_data()[1])
+    for _ in range(STEPS):
+        opt.zero_grad()
+        for xm, ym in zip(x.chunk(passes), y.chunk(passes)):
+            torch.nn.functional.mse_loss(model(xm), ym).backward()
+        opt.step()
+    _assert_same(model, _reference(passes))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ddp_comm_hook_matches_one_process():
+    port = hvd.broadcast_object(_free_port() if hvd.rank() == 0 else None, 0)
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
+                            rank=hvd.rank(), world_size=hvd.size())
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(_model())
+        model.register_comm_hook(None, hvd.ddp_comm_hook)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        before = hvd.core_stats()["allreduce_tensors"]
+        x, y = _slice(_data()[0]), _slice(_data()[1])
+        for _ in range(STEPS):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+        assert hvd.core_stats()["allreduce_tensors"] - before >= STEPS
+        _assert_same(model.module, _reference())
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+    lambda ps: torch.optim.Adam(ps, lr=0.01)], ids=["sgd_momentum", "adam"])
+def test_optimizer_state_broadcast(make):
+    r = hvd.rank()
+    model = _model()
+    opt = make(model.parameters())
+    for _ in range(r + 1):  # different state on every rank
+        opt.zero_grad()
+        (model(torch.randn(4, 8)) ** 2).sum().backward()
+        opt.step()
+    for g in opt.param_groups:
+        g["lr"] = 0.1 * (r + 1)
+    hvd.broadcast_optimizer_state(opt, 0)
+    state = opt.state_dict()
+    gathered = hvd.allgather_object(
+        [(k, v.tolist() if isinstance(v, torch.Tensor) else v)
+         for pid in sorted(state["state"])
+         for k, v in sorted(state["state"][pid].items())])
+    assert all(g == gathered[0] for g in gathered)
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1)
+
+
+def test_second_wrap_reduces_each_gradient_once():
+    model = _model()
+    nparams = len(list(model.parameters()))
+    base = torch.optim.SGD(model.parameters(), lr=0.05)
+    hvd.DistributedOptimizer(base, named_parameters=model.named_parameters())
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.05),
+        named_parameters=model.named_parameters())
+    x, y = _slice(_data()[0]), _slice(_data()[1])
+    for _ in range(3):
+        before = hvd.core_stats()
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        after = hvd.core_stats()
+        assert after["allreduce_tensors"] - before["allreduce_tensors"] == \
+            nparams
+        assert after["duplicates"] == before["duplicates"]
+
+
+def test_non_leaf_tensors_are_refused_before_anything_is_sent():
+    model = _model()
+    w = model[0].weight * 2  # not a leaf, requires grad
+    b = model[2].bias + 1
+    with pytest.raises(ValueError) as e:
+        hvd.broadcast_parameters([("w2", w), ("ok", model[0].bias),
+                                  ("b1", b)], 0)
+    assert "w2" in str(e.value) and "b1" in str(e.value)
+    assert "ok" not in str(e.value).split(":")[-2]
+    hvd.broadcast_parameters(model.state_dict(), 0)
+    hvd.broadcast_parameters(model.named_parameters(), 0)
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == \
+        [float(hvd.size())] * 2
