@@ -26,7 +26,7 @@
 
 #include "core/base/log.h"
 #include "core/config.h"
-#include "core/governor.h"
+#include "core/governor/governor.h"
 #include "plugin/nccl/net_v11.h"
 #include "transport/transport.h"
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "core/base/clock.h"
 #include "core/base/error.h"
 #include "plugin/nccl/np.h"
 

@@ -22,7 +22,8 @@ static int cg__np_if_speed(const char *ifname)
     int mbps = -1;
     FILE *f;
 
-    snprintf(path, sizeof(path), "/sys/class/net/%s/speed", ifname);
+    snprintf(path, sizeof(path), "/sys/class/net/%.*s/speed", IF_NAMESIZE,
+             ifname);
     f = fopen(path, "r");
     if (f != NULL) {
         if (fscanf(f, "%d", &mbps) != 1)
@@ -54,8 +55,9 @@ cg_status_t cg_np_devs_scan(cg_np_state_t *st)
         return s;
     for (int i = 0; i < n; i++) {
         cg_np_dev_t *d = &st->devs[i];
-        snprintf(d->ifname, sizeof(d->ifname), "%s", names[i]);
-        snprintf(d->name, sizeof(d->name), "%s", names[i]);
+        snprintf(d->ifname, sizeof(d->ifname), "%.*s", IF_NAMESIZE - 1,
+                 names[i]);
+        snprintf(d->name, sizeof(d->name), "%s", d->ifname);
         d->speed_mbps = cg__np_if_speed(names[i]);
         d->guid = cg__np_guid(names[i]);
         cg_info(&st->log, "net plugin %s: device %d is interface %s, "

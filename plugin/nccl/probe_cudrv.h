@@ -9,8 +9,10 @@
 #ifndef CG_PLUGIN_NCCL_PROBE_CUDRV_H
 #define CG_PLUGIN_NCCL_PROBE_CUDRV_H
 
+#include <stddef.h>
+
 #include "collguard/status.h"
-#include "core/probe.h"
+#include "core/governor/probe.h"
 
 typedef struct cg_cudrv_probe {
     void *lib;

@@ -13,7 +13,7 @@
 
 #include "core/base/log.h"
 #include "core/config.h"
-#include "core/governor.h"
+#include "core/governor/governor.h"
 #include "plugin/nccl/probe_cudrv.h"
 #include "plugin/nccl/tuner_v5.h"
 
