@@ -14,7 +14,7 @@
 
 #include "core/base/clock.h"
 #include "core/base/error.h"
-#include "plugin/nccl/np.h"
+#include "plugin/nccl/np_impl.h"
 
 static void cg__np_put32(uint8_t *p, uint32_t v)
 {
@@ -56,28 +56,28 @@ static int cg__np_dev_ok(int dev)
     return 0;
 }
 
-void cg_np_listen_free(cg_np_listen_t *l)
+void cg__np_listen_free(cg__np_listen_t *l)
 {
     pthread_mutex_lock(&l->lane->lock);
     cg_tp_listener_close(l->listener);
     pthread_mutex_unlock(&l->lane->lock);
-    cg_np_lane_unref(l->lane);
+    cg__np_lane_unref(l->lane);
     cg_mem_free(&cg__np.mem, CG_MEM_CAT_CONTROL, l, sizeof(*l));
 }
 
-void cg_np_comm_free(cg_np_comm_t *comm)
+void cg__np_comm_free(cg__np_comm_t *comm)
 {
     pthread_mutex_lock(&comm->lane->lock);
     cg_tp_conn_close(comm->conn);
     pthread_mutex_unlock(&comm->lane->lock);
-    cg_np_lane_unref(comm->lane);
+    cg__np_lane_unref(comm->lane);
     cg_mem_free(&cg__np.mem, CG_MEM_CAT_CONTROL, comm, sizeof(*comm));
 }
 
-ncclResult_t cg_np_listen(void *ctx, int dev, void *handle, void **listen)
+ncclResult_t cg__np_listen(void *ctx, int dev, void *handle, void **listen)
 {
     cg_tp_handle_t tph;
-    cg_np_listen_t *l;
+    cg__np_listen_t *l;
     uint8_t *h = handle;
     uint64_t cookie;
     cg_status_t st;
@@ -94,7 +94,7 @@ ncclResult_t cg_np_listen(void *ctx, int dev, void *handle, void **listen)
     memset(l, 0, sizeof(*l));
     l->dev = dev;
     cookie = cg__np_new_cookie();
-    st = cg_np_lane_create(dev, cg__np.cfg.transport, cookie, &l->lane);
+    st = cg__np_lane_create(dev, cg__np.cfg.transport, cookie, &l->lane);
     if (st != CG_OK)
         goto err_free;
     st = cg_tp_listen(l->lane->tp, &tph, &l->listener);
@@ -107,13 +107,13 @@ ncclResult_t cg_np_listen(void *ctx, int dev, void *handle, void **listen)
                               cg_transport_name(l->lane->tp), CG_NP_TPH_MAX);
             goto err_listener;
         }
-    *listen = cg_np_slot_alloc(CG_NP_LISTEN, l);
+    *listen = cg__np_slot_alloc(CG_NP_LISTEN, l);
     if (*listen == NULL) {
         st = cg_error_set(CG_ERR_BUSY, "all %u handle slots in use",
                           CG_NP_SLOTS);
         goto err_listener;
     }
-    l->slot = cg_np_id_slot(*listen);
+    l->slot = cg__np_id_slot(*listen);
     memset(h, 0, NCCL_NET_HANDLE_MAXSIZE);
     cg__np_put32(h, CG_NP_HANDLE_MAGIC);
     h[4] = CG_NP_HANDLE_VERSION;
@@ -128,12 +128,12 @@ ncclResult_t cg_np_listen(void *ctx, int dev, void *handle, void **listen)
 err_listener:
     cg_tp_listener_close(l->listener);
 err_lane:
-    cg_np_lane_unref(l->lane);
+    cg__np_lane_unref(l->lane);
 err_free:
     cg_warn(&cg__np.log, "net plugin %s: listen on device %d failed: %s",
             CG_NP_NAME, dev, cg_last_error());
     cg_mem_free(&cg__np.mem, CG_MEM_CAT_CONTROL, l, sizeof(*l));
-    return cg_np_result(st);
+    return cg__np_result(st);
 }
 
 /* First call on a handle: a lane with the handle's cookie and transport,
@@ -141,7 +141,7 @@ err_free:
 static ncclResult_t cg__np_connect_start(int dev, uint8_t *h, void **id_p)
 {
     cg_tp_handle_t tph;
-    cg_np_comm_t *comm;
+    cg__np_comm_t *comm;
     cg_status_t st;
     int kind = h[5];
 
@@ -156,37 +156,37 @@ static ncclResult_t cg__np_connect_start(int dev, uint8_t *h, void **id_p)
     comm->free_mask = 0xffffffffu;
     memset(&tph, 0, sizeof(tph));
     memcpy(tph.bytes, h + CG_NP_HANDLE_HDR, CG_NP_TPH_MAX);
-    st = cg_np_lane_create(dev, (cg_transport_kind_t)kind,
+    st = cg__np_lane_create(dev, (cg_transport_kind_t)kind,
                            cg__np_get64(h + 8), &comm->lane);
     if (st != CG_OK)
         goto err_free;
     st = cg_tp_connect(comm->lane->tp, &tph, &comm->conn);
     if (st != CG_OK)
         goto err_lane;
-    *id_p = cg_np_slot_alloc(CG_NP_SEND, comm);
+    *id_p = cg__np_slot_alloc(CG_NP_SEND, comm);
     if (*id_p == NULL) {
         st = cg_error_set(CG_ERR_BUSY, "all handle slots in use");
         cg_tp_conn_close(comm->conn);
         goto err_lane;
     }
-    comm->slot = cg_np_id_slot(*id_p);
+    comm->slot = cg__np_id_slot(*id_p);
     cg__np_put64(h + 16, (uint64_t)(uintptr_t)*id_p);
     return ncclSuccess;
 
 err_lane:
-    cg_np_lane_unref(comm->lane);
+    cg__np_lane_unref(comm->lane);
 err_free:
     cg_warn(&cg__np.log, "net plugin %s: connect on device %d failed: %s",
             CG_NP_NAME, dev, cg_last_error());
     cg_mem_free(&cg__np.mem, CG_MEM_CAT_CONTROL, comm, sizeof(*comm));
-    return cg_np_result(st);
+    return cg__np_result(st);
 }
 
-ncclResult_t cg_np_connect(void *ctx, int dev, void *handle, void **send,
+ncclResult_t cg__np_connect(void *ctx, int dev, void *handle, void **send,
                            ncclNetDeviceHandle_v11_t **dev_comm)
 {
     uint8_t *h = handle;
-    cg_np_comm_t *comm;
+    cg__np_comm_t *comm;
     ncclResult_t res;
     cg_status_t st;
     void *id;
@@ -211,7 +211,7 @@ ncclResult_t cg_np_connect(void *ctx, int dev, void *handle, void **send,
         if (res != ncclSuccess)
             return res;
     }
-    comm = cg_np_lookup(id, CG_NP_SEND);
+    comm = cg__np_lookup(id, CG_NP_SEND);
     if (comm == NULL || comm->ready) {
         cg_warn(&cg__np.log, "net plugin %s: connect with a stale handle "
                 "(its connection was already returned or closed)",
@@ -227,20 +227,20 @@ ncclResult_t cg_np_connect(void *ctx, int dev, void *handle, void **send,
     if (st != CG_OK) {
         cg_warn(&cg__np.log, "net plugin %s: connect failed: %s",
                 CG_NP_NAME, cg_last_error());
-        cg_np_slot_release(id);
-        cg_np_comm_free(comm);
-        return cg_np_result(st);
+        cg__np_slot_release(id);
+        cg__np_comm_free(comm);
+        return cg__np_result(st);
     }
     comm->ready = true;
     *send = id;
     return ncclSuccess;
 }
 
-ncclResult_t cg_np_accept(void *listen, void **recv,
+ncclResult_t cg__np_accept(void *listen, void **recv,
                           ncclNetDeviceHandle_v11_t **dev_comm)
 {
-    cg_np_listen_t *l = cg_np_lookup(listen, CG_NP_LISTEN);
-    cg_np_comm_t *comm;
+    cg__np_listen_t *l = cg__np_lookup(listen, CG_NP_LISTEN);
+    cg__np_comm_t *comm;
     cg_tp_conn_t *conn = NULL;
     cg_status_t st;
 
@@ -258,7 +258,7 @@ ncclResult_t cg_np_accept(void *listen, void **recv,
     if (st != CG_OK) {
         cg_warn(&cg__np.log, "net plugin %s: accept failed: %s",
                 CG_NP_NAME, cg_last_error());
-        return cg_np_result(st);
+        return cg__np_result(st);
     }
     comm = cg_mem_alloc(&cg__np.mem, CG_MEM_CAT_CONTROL, sizeof(*comm));
     if (comm == NULL)
@@ -270,13 +270,13 @@ ncclResult_t cg_np_accept(void *listen, void **recv,
     comm->lane = l->lane;
     comm->conn = conn;
     comm->free_mask = 0xffffffffu;
-    *recv = cg_np_slot_alloc(CG_NP_RECV, comm);
+    *recv = cg__np_slot_alloc(CG_NP_RECV, comm);
     if (*recv == NULL) {
         cg_mem_free(&cg__np.mem, CG_MEM_CAT_CONTROL, comm, sizeof(*comm));
         goto err_conn;
     }
-    comm->slot = cg_np_id_slot(*recv);
-    cg_np_lane_ref(l->lane);
+    comm->slot = cg__np_id_slot(*recv);
+    cg__np_lane_ref(l->lane);
     return ncclSuccess;
 
 err_conn:
@@ -288,31 +288,31 @@ err_conn:
     return ncclSystemError;
 }
 
-static ncclResult_t cg__np_close(void *id, cg_np_kind_t kind)
+static ncclResult_t cg__np_close(void *id, cg__np_kind_t kind)
 {
-    void *obj = cg_np_lookup(id, kind);
+    void *obj = cg__np_lookup(id, kind);
 
     if (obj == NULL)
         return ncclInvalidArgument;
-    cg_np_slot_release(id);
+    cg__np_slot_release(id);
     if (kind == CG_NP_LISTEN)
-        cg_np_listen_free(obj);
+        cg__np_listen_free(obj);
     else
-        cg_np_comm_free(obj);
+        cg__np_comm_free(obj);
     return ncclSuccess;
 }
 
-ncclResult_t cg_np_close_send(void *send)
+ncclResult_t cg__np_close_send(void *send)
 {
     return cg__np_close(send, CG_NP_SEND);
 }
 
-ncclResult_t cg_np_close_recv(void *recv)
+ncclResult_t cg__np_close_recv(void *recv)
 {
     return cg__np_close(recv, CG_NP_RECV);
 }
 
-ncclResult_t cg_np_close_listen(void *listen)
+ncclResult_t cg__np_close_listen(void *listen)
 {
     return cg__np_close(listen, CG_NP_LISTEN);
 }

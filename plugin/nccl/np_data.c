@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "core/base/error.h"
-#include "plugin/nccl/np.h"
+#include "plugin/nccl/np_impl.h"
 
-static int cg__np_req_take(cg_np_comm_t *comm)
+static int cg__np_req_take(cg__np_comm_t *comm)
 {
     int idx;
 
@@ -19,7 +19,7 @@ static int cg__np_req_take(cg_np_comm_t *comm)
         return -1;
     idx = __builtin_ctz(comm->free_mask);
     comm->free_mask &= ~(1u << idx);
-    cg_np_req_t *r = &comm->reqs[idx];
+    cg__np_req_t *r = &comm->reqs[idx];
     r->gen = (uint8_t)((r->gen + 1) & 0x7f);
     r->used = true;
     r->failed = false;
@@ -27,7 +27,7 @@ static int cg__np_req_take(cg_np_comm_t *comm)
     return idx;
 }
 
-static void cg__np_req_put(cg_np_comm_t *comm, int idx)
+static void cg__np_req_put(cg__np_comm_t *comm, int idx)
 {
     comm->reqs[idx].used = false;
     comm->free_mask |= 1u << idx;
@@ -35,14 +35,14 @@ static void cg__np_req_put(cg_np_comm_t *comm, int idx)
 
 static int cg__np_mr_ok(void *mhandle)
 {
-    return mhandle == NULL || cg_np_lookup(mhandle, CG_NP_MR) != NULL;
+    return mhandle == NULL || cg__np_lookup(mhandle, CG_NP_MR) != NULL;
 }
 
-ncclResult_t cg_np_isend(void *send, void *data, size_t size, int tag,
+ncclResult_t cg__np_isend(void *send, void *data, size_t size, int tag,
                          void *mhandle, void *phandle, void **request)
 {
-    cg_np_comm_t *comm = cg_np_lookup(send, CG_NP_SEND);
-    cg_np_req_t *r;
+    cg__np_comm_t *comm = cg__np_lookup(send, CG_NP_SEND);
+    cg__np_req_t *r;
     cg_status_t st;
     int idx;
 
@@ -74,19 +74,19 @@ ncclResult_t cg_np_isend(void *send, void *data, size_t size, int tag,
     if (st != CG_OK) {
         cg_warn(&cg__np.log, "net plugin %s: isend failed: %s", CG_NP_NAME,
                 cg_last_error());
-        return cg_np_result(st);
+        return cg__np_result(st);
     }
-    *request = cg_np_req_id(comm, idx);
+    *request = cg__np_req_id(comm, idx);
     return ncclSuccess;
 }
 
-ncclResult_t cg_np_irecv(void *recv, int n, void **data, size_t *sizes,
+ncclResult_t cg__np_irecv(void *recv, int n, void **data, size_t *sizes,
                          int *tags, void **mhandles, void **phandles,
                          void **request)
 {
-    cg_np_comm_t *comm = cg_np_lookup(recv, CG_NP_RECV);
+    cg__np_comm_t *comm = cg__np_lookup(recv, CG_NP_RECV);
     cg_status_t st = CG_OK;
-    cg_np_req_t *r;
+    cg__np_req_t *r;
     int idx, i;
 
     (void)phandles;
@@ -123,13 +123,13 @@ ncclResult_t cg_np_irecv(void *recv, int n, void **data, size_t *sizes,
     if (st != CG_OK) {
         cg_warn(&cg__np.log, "net plugin %s: irecv failed: %s", CG_NP_NAME,
                 cg_last_error());
-        return cg_np_result(st);
+        return cg__np_result(st);
     }
-    *request = cg_np_req_id(comm, idx);
+    *request = cg__np_req_id(comm, idx);
     return ncclSuccess;
 }
 
-ncclResult_t cg_np_iflush(void *recv, int n, void **data, int *sizes,
+ncclResult_t cg__np_iflush(void *recv, int n, void **data, int *sizes,
                           void **mhandles, void **request)
 {
     (void)n;
@@ -140,21 +140,21 @@ ncclResult_t cg_np_iflush(void *recv, int n, void **data, int *sizes,
         return ncclInvalidArgument;
     *request = NULL;
     /* Host memory only: nothing to make visible to a GPU. */
-    return cg_np_lookup(recv, CG_NP_RECV) != NULL ? ncclSuccess
+    return cg__np_lookup(recv, CG_NP_RECV) != NULL ? ncclSuccess
                                                   : ncclInvalidArgument;
 }
 
-ncclResult_t cg_np_test(void *request, int *done, int *sizes)
+ncclResult_t cg__np_test(void *request, int *done, int *sizes)
 {
-    cg_np_comm_t *comm;
-    cg_np_req_t *r;
+    cg__np_comm_t *comm;
+    cg__np_req_t *r;
     int idx, pending = 0;
     cg_status_t status;
 
     if (done == NULL)
         return ncclInvalidArgument;
     *done = 0;
-    comm = cg_np_req_lookup(request, &idx);
+    comm = cg__np_req_lookup(request, &idx);
     if (comm == NULL)
         return ncclInvalidArgument;
     r = &comm->reqs[idx];
@@ -189,7 +189,7 @@ ncclResult_t cg_np_test(void *request, int *done, int *sizes)
     cg__np_req_put(comm, idx);
     pthread_mutex_unlock(&comm->lane->lock);
     if (status != CG_OK)
-        return cg_np_result(status);
+        return cg__np_result(status);
     *done = 1;
     return ncclSuccess;
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/base/error.h"
-#include "plugin/nccl/np.h"
+#include "plugin/nccl/np_impl.h"
 #include "transport/sock.h"
 
 /* A link whose speed sysfs does not report (loopback, virtual). */
@@ -43,7 +43,7 @@ static uint64_t cg__np_guid(const char *ifname)
     return h;
 }
 
-cg_status_t cg_np_devs_scan(cg_np_state_t *st)
+cg_status_t cg__np_devs_scan(cg__np_state_t *st)
 {
     char names[CG_NP_DEV_MAX][IF_NAMESIZE];
     int n = 0;
@@ -54,7 +54,7 @@ cg_status_t cg_np_devs_scan(cg_np_state_t *st)
     if (s != CG_OK)
         return s;
     for (int i = 0; i < n; i++) {
-        cg_np_dev_t *d = &st->devs[i];
+        cg__np_dev_t *d = &st->devs[i];
         snprintf(d->ifname, sizeof(d->ifname), "%.*s", IF_NAMESIZE - 1,
                  names[i]);
         snprintf(d->name, sizeof(d->name), "%s", d->ifname);
@@ -67,7 +67,7 @@ cg_status_t cg_np_devs_scan(cg_np_state_t *st)
     return CG_OK;
 }
 
-ncclResult_t cg_np_devices(int *ndev)
+ncclResult_t cg__np_devices(int *ndev)
 {
     if (ndev == NULL)
         return ncclInvalidArgument;
@@ -77,9 +77,9 @@ ncclResult_t cg_np_devices(int *ndev)
     return ncclSuccess;
 }
 
-ncclResult_t cg_np_get_properties(int dev, ncclNetProperties_v11_t *props)
+ncclResult_t cg__np_get_properties(int dev, ncclNetProperties_v11_t *props)
 {
-    const cg_np_dev_t *d;
+    const cg__np_dev_t *d;
 
     if (props == NULL || cg__np.users == 0)
         return props == NULL ? ncclInvalidArgument : ncclInvalidUsage;

@@ -11,14 +11,14 @@
 #include <stdlib.h>
 
 #include "core/base/error.h"
-#include "plugin/nccl/np.h"
+#include "plugin/nccl/np_impl.h"
 
-cg_status_t cg_np_lane_create(int dev, cg_transport_kind_t kind,
-                              uint64_t cookie, cg_np_lane_t **lane_p)
+cg_status_t cg__np_lane_create(int dev, cg_transport_kind_t kind,
+                              uint64_t cookie, cg__np_lane_t **lane_p)
 {
     cg_transport_params_t p = {0};
     char ifname[IF_NAMESIZE + 1];
-    cg_np_lane_t *lane;
+    cg__np_lane_t *lane;
     cg_status_t st;
 
     lane = cg_mem_alloc(&cg__np.mem, CG_MEM_CAT_CONTROL, sizeof(*lane));
@@ -47,12 +47,12 @@ cg_status_t cg_np_lane_create(int dev, cg_transport_kind_t kind,
     return CG_OK;
 }
 
-void cg_np_lane_ref(cg_np_lane_t *lane)
+void cg__np_lane_ref(cg__np_lane_t *lane)
 {
     atomic_fetch_add(&lane->refs, 1);
 }
 
-void cg_np_lane_unref(cg_np_lane_t *lane)
+void cg__np_lane_unref(cg__np_lane_t *lane)
 {
     if (lane == NULL || atomic_fetch_sub(&lane->refs, 1) != 1)
         return;

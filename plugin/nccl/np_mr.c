@@ -11,7 +11,7 @@
 
 #include "core/base/error.h"
 #include "core/base/parse.h"
-#include "plugin/nccl/np.h"
+#include "plugin/nccl/np_impl.h"
 
 /* The governor's raw allocator for registrations: the record is what is
  * allocated; the bytes accounted are the registered region's. */
@@ -19,7 +19,7 @@ static void *cg__np_mr_rec_alloc(void *arg, size_t size)
 {
     (void)arg;
     (void)size;
-    return calloc(1, sizeof(cg_np_mr_t));
+    return calloc(1, sizeof(cg__np_mr_t));
 }
 
 static void cg__np_mr_rec_free(void *arg, void *ptr, size_t size)
@@ -34,16 +34,16 @@ static const cg_mem_backend_t cg__np_mr_backend = {
 
 static int cg__np_comm_ok(void *comm)
 {
-    return cg_np_lookup(comm, CG_NP_SEND) != NULL ||
-           cg_np_lookup(comm, CG_NP_RECV) != NULL;
+    return cg__np_lookup(comm, CG_NP_SEND) != NULL ||
+           cg__np_lookup(comm, CG_NP_RECV) != NULL;
 }
 
-ncclResult_t cg_np_reg_mr(void *comm, void *data, size_t size, int type,
+ncclResult_t cg__np_reg_mr(void *comm, void *data, size_t size, int type,
                           void **mhandle)
 {
     char b1[32], b2[32], b3[32];
     uint64_t reg, budget;
-    cg_np_mr_t *mr = NULL;
+    cg__np_mr_t *mr = NULL;
     cg_status_t st;
     size_t got;
 
@@ -88,32 +88,32 @@ ncclResult_t cg_np_reg_mr(void *comm, void *data, size_t size, int type,
     mr->data = data;
     mr->size = size;
     mr->type = type;
-    *mhandle = cg_np_slot_alloc(CG_NP_MR, mr);
+    *mhandle = cg__np_slot_alloc(CG_NP_MR, mr);
     if (*mhandle == NULL) {
-        cg_np_mr_free(mr);
+        cg__np_mr_free(mr);
         return ncclSystemError;
     }
     return ncclSuccess;
 }
 
-ncclResult_t cg_np_reg_mr_dmabuf(void *comm, void *data, size_t size,
+ncclResult_t cg__np_reg_mr_dmabuf(void *comm, void *data, size_t size,
                                  int type, uint64_t offset, int fd,
                                  void **mhandle)
 {
     (void)offset;
     (void)fd; /* host memory needs no dma-buf */
-    return cg_np_reg_mr(comm, data, size, type, mhandle);
+    return cg__np_reg_mr(comm, data, size, type, mhandle);
 }
 
-void cg_np_mr_free(cg_np_mr_t *mr)
+void cg__np_mr_free(cg__np_mr_t *mr)
 {
     cg_governor_free_on(cg__np.gov, &cg__np_mr_backend,
                         CG_MEM_CAT_REGISTRATION, mr, mr->size);
 }
 
-ncclResult_t cg_np_dereg_mr(void *comm, void *mhandle)
+ncclResult_t cg__np_dereg_mr(void *comm, void *mhandle)
 {
-    cg_np_mr_t *mr = cg_np_lookup(mhandle, CG_NP_MR);
+    cg__np_mr_t *mr = cg__np_lookup(mhandle, CG_NP_MR);
 
     (void)comm; /* a registration is not tied to its comm */
     if (mr == NULL) {
@@ -121,7 +121,7 @@ ncclResult_t cg_np_dereg_mr(void *comm, void *mhandle)
                 "%p", CG_NP_NAME, mhandle);
         return ncclInvalidArgument;
     }
-    cg_np_slot_release(mhandle);
-    cg_np_mr_free(mr);
+    cg__np_slot_release(mhandle);
+    cg__np_mr_free(mr);
     return ncclSuccess;
 }

@@ -14,11 +14,11 @@
 #include <string.h>
 
 #include "core/base/error.h"
-#include "plugin/nccl/np.h"
+#include "plugin/nccl/np_impl.h"
 
-cg_np_state_t cg__np = {.lock = PTHREAD_MUTEX_INITIALIZER};
+cg__np_state_t cg__np = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-ncclResult_t cg_np_result(cg_status_t st)
+ncclResult_t cg__np_result(cg_status_t st)
 {
     switch (st) {
     case CG_OK:
@@ -63,7 +63,7 @@ static void cg__np_sink(void *arg, cg_log_level_t level, const char *line)
 
 static void cg__np_teardown(void)
 {
-    cg_np_table_sweep();
+    cg__np_table_sweep();
     free(cg__np.slots);
     cg__np.slots = NULL;
     cg_governor_destroy(cg__np.gov);
@@ -99,7 +99,7 @@ static cg_status_t cg__np_setup(ncclDebugLogger_t logger)
     if (st != CG_OK)
         return st;
     cg__np.mem = cg_governor_mem_ops(cg__np.gov);
-    cg__np.slots = calloc(CG_NP_SLOTS, sizeof(cg_np_slot_t));
+    cg__np.slots = calloc(CG_NP_SLOTS, sizeof(cg__np_slot_t));
     if (cg__np.slots == NULL)
         return cg_error_set(CG_ERR_NO_MEMORY, "no memory for %u handle "
                             "slots", CG_NP_SLOTS);
@@ -108,7 +108,7 @@ static cg_status_t cg__np_setup(ncclDebugLogger_t logger)
     /* Slot 0 is never handed out, so no id is 0. */
     cg__np.free_head = 1;
     cg__np.nlive = 0;
-    st = cg_np_devs_scan(&cg__np);
+    st = cg__np_devs_scan(&cg__np);
     if (st != CG_OK)
         return st;
     cg_info(&cg__np.log, "net plugin %s: %d device(s), transport %s "
@@ -119,7 +119,7 @@ static cg_status_t cg__np_setup(ncclDebugLogger_t logger)
     return CG_OK;
 }
 
-ncclResult_t cg_np_init(ncclDebugLogger_t logger, bool legacy)
+ncclResult_t cg__np_init(ncclDebugLogger_t logger, bool legacy)
 {
     ncclResult_t res = ncclSuccess;
     cg_status_t st;
@@ -133,7 +133,7 @@ ncclResult_t cg_np_init(ncclDebugLogger_t logger, bool legacy)
             cg_error(&cg__np.log, "net plugin %s: init failed: %s",
                      CG_NP_NAME, cg_last_error());
             cg__np_teardown();
-            res = cg_np_result(st);
+            res = cg__np_result(st);
             goto out;
         }
     }
@@ -144,7 +144,7 @@ out:
     return res;
 }
 
-ncclResult_t cg_np_finalize(void *ctx)
+ncclResult_t cg__np_finalize(void *ctx)
 {
     ncclResult_t res = ncclSuccess;
 

@@ -10,12 +10,12 @@
  */
 #include <stdint.h>
 
-#include "plugin/nccl/np.h"
+#include "plugin/nccl/np_impl.h"
 
 #define CG_NP_ID_TAG 0xc6ull
 #define CG_NP_GEN_MASK 0xffffffu
 
-static void *cg__np_id(cg_np_kind_t kind, uint32_t gen, uint32_t slot,
+static void *cg__np_id(cg__np_kind_t kind, uint32_t gen, uint32_t slot,
                        uint32_t extra)
 {
     uint64_t v = CG_NP_ID_TAG << 56 | (uint64_t)kind << 52 |
@@ -24,7 +24,7 @@ static void *cg__np_id(cg_np_kind_t kind, uint32_t gen, uint32_t slot,
     return (void *)(uintptr_t)v;
 }
 
-static int cg__np_id_parse(const void *id, cg_np_kind_t *kind_p,
+static int cg__np_id_parse(const void *id, cg__np_kind_t *kind_p,
                            uint32_t *gen_p, uint32_t *slot_p,
                            uint32_t *extra_p)
 {
@@ -32,16 +32,16 @@ static int cg__np_id_parse(const void *id, cg_np_kind_t *kind_p,
 
     if (v >> 56 != CG_NP_ID_TAG || cg__np.slots == NULL)
         return 0;
-    *kind_p = (cg_np_kind_t)((v >> 52) & 0xf);
+    *kind_p = (cg__np_kind_t)((v >> 52) & 0xf);
     *gen_p = (uint32_t)(v >> 28) & CG_NP_GEN_MASK;
     *slot_p = (uint32_t)(v >> 12) & (CG_NP_SLOTS - 1);
     *extra_p = (uint32_t)v & 0xfffu;
     return *slot_p != 0;
 }
 
-void *cg_np_slot_alloc(cg_np_kind_t kind, void *obj)
+void *cg__np_slot_alloc(cg__np_kind_t kind, void *obj)
 {
-    cg_np_slot_t *s;
+    cg__np_slot_t *s;
     uint32_t i, gen;
 
     pthread_mutex_lock(&cg__np.lock);
@@ -61,15 +61,15 @@ void *cg_np_slot_alloc(cg_np_kind_t kind, void *obj)
     return cg__np_id(kind, gen, i, 0);
 }
 
-void cg_np_slot_release(void *id)
+void cg__np_slot_release(void *id)
 {
-    cg_np_kind_t kind;
+    cg__np_kind_t kind;
     uint32_t gen, i, extra;
 
     if (!cg__np_id_parse(id, &kind, &gen, &i, &extra))
         return;
     pthread_mutex_lock(&cg__np.lock);
-    cg_np_slot_t *s = &cg__np.slots[i];
+    cg__np_slot_t *s = &cg__np.slots[i];
     uint32_t cur = atomic_load(&s->gen);
     if ((cur & 1) && (cur & CG_NP_GEN_MASK) == gen) {
         atomic_store_explicit(&s->gen, cur + 1, memory_order_release);
@@ -82,9 +82,9 @@ void cg_np_slot_release(void *id)
     pthread_mutex_unlock(&cg__np.lock);
 }
 
-static void *cg__np_slot_get(uint32_t i, uint32_t gen, cg_np_kind_t kind)
+static void *cg__np_slot_get(uint32_t i, uint32_t gen, cg__np_kind_t kind)
 {
-    cg_np_slot_t *s = &cg__np.slots[i];
+    cg__np_slot_t *s = &cg__np.slots[i];
     uint32_t cur = atomic_load_explicit(&s->gen, memory_order_acquire);
 
     if (!(cur & 1) || (cur & CG_NP_GEN_MASK) != gen ||
@@ -93,9 +93,9 @@ static void *cg__np_slot_get(uint32_t i, uint32_t gen, cg_np_kind_t kind)
     return atomic_load(&s->obj);
 }
 
-void *cg_np_lookup(const void *id, cg_np_kind_t kind)
+void *cg__np_lookup(const void *id, cg__np_kind_t kind)
 {
-    cg_np_kind_t k;
+    cg__np_kind_t k;
     uint32_t gen, i, extra;
 
     if (!cg__np_id_parse(id, &k, &gen, &i, &extra) || k != kind ||
@@ -104,12 +104,12 @@ void *cg_np_lookup(const void *id, cg_np_kind_t kind)
     return cg__np_slot_get(i, gen, kind);
 }
 
-uint32_t cg_np_id_slot(const void *id)
+uint32_t cg__np_id_slot(const void *id)
 {
     return (uint32_t)((uint64_t)(uintptr_t)id >> 12) & (CG_NP_SLOTS - 1);
 }
 
-void *cg_np_req_id(const cg_np_comm_t *comm, int idx)
+void *cg__np_req_id(const cg__np_comm_t *comm, int idx)
 {
     uint32_t gen = atomic_load(&cg__np.slots[comm->slot].gen);
 
@@ -117,11 +117,11 @@ void *cg_np_req_id(const cg_np_comm_t *comm, int idx)
                      (uint32_t)idx << 7 | (comm->reqs[idx].gen & 0x7fu));
 }
 
-cg_np_comm_t *cg_np_req_lookup(const void *id, int *idx_p)
+cg__np_comm_t *cg__np_req_lookup(const void *id, int *idx_p)
 {
-    cg_np_kind_t k;
+    cg__np_kind_t k;
     uint32_t gen, i, extra;
-    cg_np_comm_t *comm;
+    cg__np_comm_t *comm;
 
     if (!cg__np_id_parse(id, &k, &gen, &i, &extra) || k != CG_NP_REQ)
         return NULL;
@@ -138,14 +138,14 @@ cg_np_comm_t *cg_np_req_lookup(const void *id, int *idx_p)
     return comm;
 }
 
-void cg_np_table_sweep(void)
+void cg__np_table_sweep(void)
 {
     if (cg__np.slots == NULL)
         return;
     /* Comms first (they may share a listener's lane), then the rest. */
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t i = 1; i < CG_NP_SLOTS && cg__np.nlive > 0; i++) {
-            cg_np_slot_t *s = &cg__np.slots[i];
+            cg__np_slot_t *s = &cg__np.slots[i];
             uint32_t gen = atomic_load(&s->gen);
             int kind = atomic_load(&s->kind);
             void *obj = atomic_load(&s->obj);
@@ -158,11 +158,11 @@ void cg_np_table_sweep(void)
             atomic_store(&s->kind, CG_NP_FREE);
             cg__np.nlive--;
             if (kind == CG_NP_SEND || kind == CG_NP_RECV)
-                cg_np_comm_free(obj);
+                cg__np_comm_free(obj);
             else if (kind == CG_NP_LISTEN)
-                cg_np_listen_free(obj);
+                cg__np_listen_free(obj);
             else if (kind == CG_NP_MR)
-                cg_np_mr_free(obj);
+                cg__np_mr_free(obj);
         }
     }
 }

@@ -8,16 +8,16 @@
  * choose. Adapters only. Layer: plugin/nccl.
  */
 #include "plugin/nccl/np_export.h"
-#include "plugin/nccl/tuner.h"
+#include "plugin/nccl/tuner_impl.h"
 #include "plugin/nccl/tuner_v2.h"
 #include "plugin/nccl/tuner_v3.h"
 #include "plugin/nccl/tuner_v4.h"
 
 CG_NCCL_EXPORT ncclTuner_v4_t ncclTunerPlugin_v4 = {
     .name = CG_TN_NAME,
-    .init = cg_tn_init,
-    .getCollInfo = cg_tn_get_coll_info,
-    .destroy = cg_tn_finalize,
+    .init = cg__tn_init,
+    .getCollInfo = cg__tn_get_coll_info,
+    .destroy = cg__tn_finalize,
 };
 
 static ncclResult_t cg__tn_coll_v3(void *ctx, ncclFunc_t coll, size_t nbytes,
@@ -25,15 +25,15 @@ static ncclResult_t cg__tn_coll_v3(void *ctx, ncclFunc_t coll, size_t nbytes,
                                    int num_algo, int num_proto,
                                    int *nchannels)
 {
-    return cg_tn_get_coll_info(ctx, coll, nbytes, num_pipe_ops, table,
+    return cg__tn_get_coll_info(ctx, coll, nbytes, num_pipe_ops, table,
                                num_algo, num_proto, 0, nchannels);
 }
 
 CG_NCCL_EXPORT ncclTuner_v3_t ncclTunerPlugin_v3 = {
     .name = CG_TN_NAME,
-    .init = cg_tn_init,
+    .init = cg__tn_init,
     .getCollInfo = cg__tn_coll_v3,
-    .destroy = cg_tn_finalize,
+    .destroy = cg__tn_finalize,
 };
 
 static ncclResult_t cg__tn_coll_v2(void *ctx, ncclFunc_t coll, size_t nbytes,
@@ -58,7 +58,7 @@ static ncclResult_t cg__tn_coll_v2(void *ctx, ncclFunc_t coll, size_t nbytes,
                        !nvls);
             t[a][p] = off ? NCCL_ALGO_PROTO_IGNORE : 1.0f;
         }
-    res = cg_tn_get_coll_info(ctx, coll, nbytes, num_pipe_ops, (float **)t,
+    res = cg__tn_get_coll_info(ctx, coll, nbytes, num_pipe_ops, (float **)t,
                               NA, NP, 0, nchannels);
     if (res != ncclSuccess)
         return res;
@@ -82,7 +82,7 @@ static ncclResult_t cg__tn_coll_v2(void *ctx, ncclFunc_t coll, size_t nbytes,
 
 CG_NCCL_EXPORT ncclTuner_v2_t ncclTunerPlugin_v2 = {
     .name = CG_TN_NAME,
-    .init = cg_tn_init,
+    .init = cg__tn_init,
     .getCollInfo = cg__tn_coll_v2,
-    .destroy = cg_tn_finalize,
+    .destroy = cg__tn_finalize,
 };

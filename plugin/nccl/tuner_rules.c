@@ -17,7 +17,7 @@
 
 #include "core/base/error.h"
 #include "core/base/parse.h"
-#include "plugin/nccl/tuner.h"
+#include "plugin/nccl/tuner_impl.h"
 
 #define CG_TN_RULES_MAX 4096
 
@@ -60,7 +60,7 @@ static int cg__tn_long(const char *s, long *v_p)
 }
 
 /* 1 with *r filled; 0 with why set. */
-static int cg__tn_parse_line(char *line, cg_tn_rule_t *r, const char **why)
+static int cg__tn_parse_line(char *line, cg__tn_rule_t *r, const char **why)
 {
     char *f[8], *save = NULL;
     int n = 0;
@@ -101,10 +101,10 @@ static int cg__tn_parse_line(char *line, cg_tn_rule_t *r, const char **why)
     return 1;
 }
 
-cg_status_t cg_tn_rules_load(const char *path, const cg_log_t *log,
-                             cg_tn_rule_t **rules_p, int *n_p)
+cg_status_t cg__tn_rules_load(const char *path, const cg_log_t *log,
+                             cg__tn_rule_t **rules_p, int *n_p)
 {
-    cg_tn_rule_t *rules;
+    cg__tn_rule_t *rules;
     char line[512];
     int n = 0, lineno = 0;
     FILE *f = fopen(path, "r");
@@ -142,12 +142,12 @@ cg_status_t cg_tn_rules_load(const char *path, const cg_log_t *log,
     return CG_OK;
 }
 
-const cg_tn_rule_t *cg_tn_rules_match(const cg_tn_rule_t *rules, int n,
+const cg__tn_rule_t *cg__tn_rules_match(const cg__tn_rule_t *rules, int n,
                                       int coll, size_t nbytes, size_t nnodes,
                                       size_t nranks)
 {
     for (int i = 0; i < n; i++) {
-        const cg_tn_rule_t *r = &rules[i];
+        const cg__tn_rule_t *r = &rules[i];
         if (r->coll == coll && nbytes >= r->min_bytes &&
             nbytes <= r->max_bytes &&
             (r->nnodes < 0 || (size_t)r->nnodes == nnodes) &&

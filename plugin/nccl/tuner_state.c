@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "core/base/error.h"
-#include "plugin/nccl/tuner.h"
+#include "plugin/nccl/tuner_impl.h"
 
-cg_tn_state_t cg__tn = {.lock = PTHREAD_MUTEX_INITIALIZER};
+cg__tn_state_t cg__tn = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void cg__tn_sink(void *arg, cg_log_level_t level, const char *line)
 {
@@ -73,7 +73,7 @@ static cg_status_t cg__tn_setup(ncclDebugLogger_t logger)
         return st;
     cg__tn.last_level = cg_governor_pressure(cg__tn.gov);
     if (cg__tn.cfg.tuner_rules[0] != '\0') {
-        st = cg_tn_rules_load(cg__tn.cfg.tuner_rules, &cg__tn.log,
+        st = cg__tn_rules_load(cg__tn.cfg.tuner_rules, &cg__tn.log,
                               &cg__tn.rules, &cg__tn.nrules);
         if (st != CG_OK)
             return st;
@@ -86,10 +86,10 @@ static cg_status_t cg__tn_setup(ncclDebugLogger_t logger)
     return CG_OK;
 }
 
-ncclResult_t cg_tn_init(size_t nranks, size_t nnodes,
+ncclResult_t cg__tn_init(size_t nranks, size_t nnodes,
                         ncclDebugLogger_t logger, void **ctx_p)
 {
-    cg_tn_ctx_t *ctx;
+    cg__tn_ctx_t *ctx;
     cg_status_t st;
 
     if (ctx_p == NULL)
@@ -119,7 +119,7 @@ ncclResult_t cg_tn_init(size_t nranks, size_t nnodes,
     return ncclSuccess;
 }
 
-ncclResult_t cg_tn_finalize(void *ctx)
+ncclResult_t cg__tn_finalize(void *ctx)
 {
     if (ctx == NULL)
         return ncclInvalidArgument;
@@ -135,7 +135,7 @@ ncclResult_t cg_tn_finalize(void *ctx)
     return ncclSuccess;
 }
 
-cg_pressure_t cg_tn_pressure(void)
+cg_pressure_t cg__tn_pressure(void)
 {
     cg_pressure_t level;
 

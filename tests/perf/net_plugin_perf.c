@@ -159,6 +159,18 @@ static void run(link_t k, int send, char *buf, size_t min, size_t max)
         printf("lat8 %.2f\n", (double)(cg_now_ns() - t0) / 1e3 / lat_iters / 2);
 }
 
+static void teardown(link_t k)
+{
+    if (g_plugin) {
+        np_close_send(&g_d, k.tx);
+        np_close_recv(&g_d, k.rx);
+        np_finalize(&g_d);
+        np_drv_close(&g_d);
+    } else {
+        cg_transport_destroy(g_tp); /* closes the connection */
+    }
+}
+
 int main(int argc, char **argv)
 {
     int sv[2];
@@ -183,5 +195,7 @@ int main(int argc, char **argv)
     run(k, 0, buf, min, max);
     char x; xfer(sv[0], &x, 1, 0);
     int st; waitpid(pid, &st, 0);
+    teardown(k);
+    free(buf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }

@@ -6,14 +6,14 @@
  * Layer: plugin/nccl.
  */
 #include "plugin/nccl/net_v10.h"
-#include "plugin/nccl/np.h"
+#include "plugin/nccl/np_impl.h"
 #include "plugin/nccl/np_export.h"
 
 static ncclResult_t cg__np_init_v10(ncclDebugLogger_t logger,
                                     ncclProfilerCallback_t prof)
 {
     (void)prof;
-    return cg_np_init(logger, true);
+    return cg__np_init(logger, true);
 }
 
 static ncclResult_t cg__np_props_v10(int dev, ncclNetProperties_v10_t *p)
@@ -23,7 +23,7 @@ static ncclResult_t cg__np_props_v10(int dev, ncclNetProperties_v10_t *p)
 
     if (p == NULL)
         return ncclInvalidArgument;
-    res = cg_np_get_properties(dev, &q);
+    res = cg__np_get_properties(dev, &q);
     if (res != ncclSuccess)
         return res;
     p->name = q.name;
@@ -49,7 +49,7 @@ static ncclResult_t cg__np_props_v10(int dev, ncclNetProperties_v10_t *p)
 
 static ncclResult_t cg__np_listen_v10(int dev, void *handle, void **listen)
 {
-    return cg_np_listen(NULL, dev, handle, listen);
+    return cg__np_listen(NULL, dev, handle, listen);
 }
 
 static ncclResult_t cg__np_connect_v10(int dev,
@@ -58,27 +58,27 @@ static ncclResult_t cg__np_connect_v10(int dev,
                                        ncclNetDeviceHandle_v10_t **dc)
 {
     (void)config;
-    return cg_np_connect(NULL, dev, handle, send, dc);
+    return cg__np_connect(NULL, dev, handle, send, dc);
 }
 
 CG_NCCL_EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {
     .name = CG_NP_NAME,
     .init = cg__np_init_v10,
-    .devices = cg_np_devices,
+    .devices = cg__np_devices,
     .getProperties = cg__np_props_v10,
     .listen = cg__np_listen_v10,
     .connect = cg__np_connect_v10,
-    .accept = cg_np_accept,
-    .regMr = cg_np_reg_mr,
-    .regMrDmaBuf = cg_np_reg_mr_dmabuf,
-    .deregMr = cg_np_dereg_mr,
-    .isend = cg_np_isend,
-    .irecv = cg_np_irecv,
-    .iflush = cg_np_iflush,
-    .test = cg_np_test,
-    .closeSend = cg_np_close_send,
-    .closeRecv = cg_np_close_recv,
-    .closeListen = cg_np_close_listen,
+    .accept = cg__np_accept,
+    .regMr = cg__np_reg_mr,
+    .regMrDmaBuf = cg__np_reg_mr_dmabuf,
+    .deregMr = cg__np_dereg_mr,
+    .isend = cg__np_isend,
+    .irecv = cg__np_irecv,
+    .iflush = cg__np_iflush,
+    .test = cg__np_test,
+    .closeSend = cg__np_close_send,
+    .closeRecv = cg__np_close_recv,
+    .closeListen = cg__np_close_listen,
     .getDeviceMr = NULL,
     .irecvConsumed = NULL,
     .makeVDevice = NULL,

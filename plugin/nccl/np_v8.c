@@ -5,12 +5,12 @@
  * Adapters only. Layer: plugin/nccl.
  */
 #include "plugin/nccl/net_v8.h"
-#include "plugin/nccl/np.h"
+#include "plugin/nccl/np_impl.h"
 #include "plugin/nccl/np_export.h"
 
 static ncclResult_t cg__np_init_v8(ncclDebugLogger_t logger)
 {
-    return cg_np_init(logger, true);
+    return cg__np_init(logger, true);
 }
 
 static ncclResult_t cg__np_props_v8(int dev, ncclNetProperties_v8_t *p)
@@ -20,7 +20,7 @@ static ncclResult_t cg__np_props_v8(int dev, ncclNetProperties_v8_t *p)
 
     if (p == NULL)
         return ncclInvalidArgument;
-    res = cg_np_get_properties(dev, &q);
+    res = cg__np_get_properties(dev, &q);
     if (res != ncclSuccess)
         return res;
     p->name = q.name;
@@ -40,13 +40,13 @@ static ncclResult_t cg__np_props_v8(int dev, ncclNetProperties_v8_t *p)
 
 static ncclResult_t cg__np_listen_v8(int dev, void *handle, void **listen)
 {
-    return cg_np_listen(NULL, dev, handle, listen);
+    return cg__np_listen(NULL, dev, handle, listen);
 }
 
 static ncclResult_t cg__np_connect_v8(int dev, void *handle, void **send,
                                       ncclNetDeviceHandle_v8_t **dc)
 {
-    return cg_np_connect(NULL, dev, handle, send, dc);
+    return cg__np_connect(NULL, dev, handle, send, dc);
 }
 
 static ncclResult_t cg__np_isend_v8(void *send, void *data, int size,
@@ -57,7 +57,7 @@ static ncclResult_t cg__np_isend_v8(void *send, void *data, int size,
             *request = NULL;
         return ncclInvalidArgument;
     }
-    return cg_np_isend(send, data, (size_t)size, tag, mhandle, NULL,
+    return cg__np_isend(send, data, (size_t)size, tag, mhandle, NULL,
                        request);
 }
 
@@ -76,27 +76,27 @@ static ncclResult_t cg__np_irecv_v8(void *recv, int n, void **data,
             return ncclInvalidArgument;
         wide[i] = (size_t)sizes[i];
     }
-    return cg_np_irecv(recv, n, data, wide, tags, mhandles, NULL, request);
+    return cg__np_irecv(recv, n, data, wide, tags, mhandles, NULL, request);
 }
 
 CG_NCCL_EXPORT ncclNet_v8_t ncclNetPlugin_v8 = {
     .name = CG_NP_NAME,
     .init = cg__np_init_v8,
-    .devices = cg_np_devices,
+    .devices = cg__np_devices,
     .getProperties = cg__np_props_v8,
     .listen = cg__np_listen_v8,
     .connect = cg__np_connect_v8,
-    .accept = cg_np_accept,
-    .regMr = cg_np_reg_mr,
-    .regMrDmaBuf = cg_np_reg_mr_dmabuf,
-    .deregMr = cg_np_dereg_mr,
+    .accept = cg__np_accept,
+    .regMr = cg__np_reg_mr,
+    .regMrDmaBuf = cg__np_reg_mr_dmabuf,
+    .deregMr = cg__np_dereg_mr,
     .isend = cg__np_isend_v8,
     .irecv = cg__np_irecv_v8,
-    .iflush = cg_np_iflush,
-    .test = cg_np_test,
-    .closeSend = cg_np_close_send,
-    .closeRecv = cg_np_close_recv,
-    .closeListen = cg_np_close_listen,
+    .iflush = cg__np_iflush,
+    .test = cg__np_test,
+    .closeSend = cg__np_close_send,
+    .closeRecv = cg__np_close_recv,
+    .closeListen = cg__np_close_listen,
     .getDeviceMr = NULL,
     .irecvConsumed = NULL,
 };

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ncclNetPlugin_v11: the net plugin, implemented once (np_*.c); the older
- * tables (net_v10.c, net_v9.c, net_v8.c) adapt to it. NCCL 2.28 inits it
+ * tables (np_v10.c, np_v9.c, np_v8.c) adapt to it. NCCL 2.28 inits it
  * once per communicator with a context and finalizes each.
  * Layer: plugin/nccl.
  */
-#include "plugin/nccl/np.h"
+#include "plugin/nccl/np_impl.h"
 #include "plugin/nccl/np_export.h"
 
 static ncclResult_t cg__np_init_v11(void **ctx, uint64_t commId,
@@ -21,7 +21,7 @@ static ncclResult_t cg__np_init_v11(void **ctx, uint64_t commId,
     if (ctx == NULL)
         return ncclInvalidArgument;
     *ctx = NULL;
-    res = cg_np_init(logger, false);
+    res = cg__np_init(logger, false);
     if (res == ncclSuccess)
         *ctx = &cg__np.ctx_token;
     return res;
@@ -30,24 +30,24 @@ static ncclResult_t cg__np_init_v11(void **ctx, uint64_t commId,
 CG_NCCL_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
     .name = CG_NP_NAME,
     .init = cg__np_init_v11,
-    .devices = cg_np_devices,
-    .getProperties = cg_np_get_properties,
-    .listen = cg_np_listen,
-    .connect = cg_np_connect,
-    .accept = cg_np_accept,
-    .regMr = cg_np_reg_mr,
-    .regMrDmaBuf = cg_np_reg_mr_dmabuf,
-    .deregMr = cg_np_dereg_mr,
-    .isend = cg_np_isend,
-    .irecv = cg_np_irecv,
-    .iflush = cg_np_iflush,
-    .test = cg_np_test,
-    .closeSend = cg_np_close_send,
-    .closeRecv = cg_np_close_recv,
-    .closeListen = cg_np_close_listen,
+    .devices = cg__np_devices,
+    .getProperties = cg__np_get_properties,
+    .listen = cg__np_listen,
+    .connect = cg__np_connect,
+    .accept = cg__np_accept,
+    .regMr = cg__np_reg_mr,
+    .regMrDmaBuf = cg__np_reg_mr_dmabuf,
+    .deregMr = cg__np_dereg_mr,
+    .isend = cg__np_isend,
+    .irecv = cg__np_irecv,
+    .iflush = cg__np_iflush,
+    .test = cg__np_test,
+    .closeSend = cg__np_close_send,
+    .closeRecv = cg__np_close_recv,
+    .closeListen = cg__np_close_listen,
     .getDeviceMr = NULL,   /* host-driven: no device handles */
     .irecvConsumed = NULL, /* nothing to do after a receive */
     .makeVDevice = NULL,   /* one physical device per interface */
-    .finalize = cg_np_finalize,
+    .finalize = cg__np_finalize,
     .setNetAttr = NULL,    /* no per-operation tuning hints */
 };

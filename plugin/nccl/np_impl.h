@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internal objects of the NCCL net plugin (np_*.c, net_v*.c): the one
+ * Internal objects of the NCCL net plugin (np_*.c): the one
  * state struct of the library, lanes (a transport instance with its lock),
  * listen/send/recv comms, memory registrations, requests, and the handle
  * table that turns every pointer NCCL holds into a checked id.
@@ -15,8 +15,8 @@
  * the handle table's free list, init/finalize and registration accounting;
  * lookups in the table are lock-free (a generation per slot).
  */
-#ifndef CG_PLUGIN_NCCL_NP_H
-#define CG_PLUGIN_NCCL_NP_H
+#ifndef CG_PLUGIN_NCCL_NP_IMPL_H
+#define CG_PLUGIN_NCCL_NP_IMPL_H
 
 #include <net/if.h>
 #include <pthread.h>
@@ -56,15 +56,15 @@ typedef enum {
     CG_NP_RECV = 3,
     CG_NP_MR = 4,
     CG_NP_REQ = 5 /* only in encoded request ids, never in a slot */
-} cg_np_kind_t;
+} cg__np_kind_t;
 
-typedef struct cg_np_lane {
+typedef struct cg__np_lane {
     pthread_mutex_t lock;  /* every transport call on tp */
     cg_transport_t *tp;
     atomic_int refs;       /* comms and the listener using it */
-} cg_np_lane_t;
+} cg__np_lane_t;
 
-typedef struct cg_np_req {
+typedef struct cg__np_req {
     uint8_t gen;           /* 7 bits, in the request's id */
     bool used;
     bool failed;
@@ -72,48 +72,48 @@ typedef struct cg_np_req {
     cg_status_t status;    /* of the first sub-request that failed */
     cg_tp_req_t *tp[CG_NP_MAX_RECVS];   /* NULL once finished */
     size_t size[CG_NP_MAX_RECVS];
-} cg_np_req_t;
+} cg__np_req_t;
 
 /* A send or recv comm; a send comm exists while connecting too. */
-typedef struct cg_np_comm {
-    cg_np_kind_t kind;
+typedef struct cg__np_comm {
+    cg__np_kind_t kind;
     uint32_t slot;
     int dev;
     bool ready;
-    cg_np_lane_t *lane;
+    cg__np_lane_t *lane;
     cg_tp_conn_t *conn;
     uint32_t free_mask;    /* bit i: reqs[i] is free */
-    cg_np_req_t reqs[NCCL_NET_MAX_REQUESTS];
-} cg_np_comm_t;
+    cg__np_req_t reqs[NCCL_NET_MAX_REQUESTS];
+} cg__np_comm_t;
 
-typedef struct cg_np_listen {
+typedef struct cg__np_listen {
     uint32_t slot;
     int dev;
-    cg_np_lane_t *lane;
+    cg__np_lane_t *lane;
     cg_tp_listener_t *listener;
-} cg_np_listen_t;
+} cg__np_listen_t;
 
-typedef struct cg_np_mr {
+typedef struct cg__np_mr {
     void *data;
     size_t size;
     int type;
-} cg_np_mr_t;
+} cg__np_mr_t;
 
-typedef struct cg_np_slot {
+typedef struct cg__np_slot {
     _Atomic uint32_t gen;  /* odd while in use */
     _Atomic int kind;
     void *_Atomic obj;
     uint32_t next_free;
-} cg_np_slot_t;
+} cg__np_slot_t;
 
-typedef struct cg_np_dev {
+typedef struct cg__np_dev {
     char ifname[IF_NAMESIZE];
     char name[IF_NAMESIZE + 16];
     int speed_mbps;
     uint64_t guid;
-} cg_np_dev_t;
+} cg__np_dev_t;
 
-typedef struct cg_np_state {
+typedef struct cg__np_state {
     pthread_mutex_t lock;
     int users;               /* v11 contexts, +1 for a legacy init */
     bool legacy;             /* inited through v10 or older */
@@ -125,71 +125,71 @@ typedef struct cg_np_state {
     cg_governor_t *gov;
     cg_mem_ops_t mem;
     int ndevs;
-    cg_np_dev_t devs[CG_NP_DEV_MAX];
-    cg_np_slot_t *slots;
+    cg__np_dev_t devs[CG_NP_DEV_MAX];
+    cg__np_slot_t *slots;
     uint32_t free_head;      /* CG_NP_SLOTS: none */
     uint32_t nlive;          /* slots in use */
     int ctx_token;           /* what a v11 ctx points to */
-} cg_np_state_t;
+} cg__np_state_t;
 
 /* np_state.c: the library's one state struct. */
-extern cg_np_state_t cg__np;
-ncclResult_t cg_np_init(ncclDebugLogger_t logger, bool legacy);
-ncclResult_t cg_np_finalize(void *ctx);
-ncclResult_t cg_np_result(cg_status_t st);
+extern cg__np_state_t cg__np;
+ncclResult_t cg__np_init(ncclDebugLogger_t logger, bool legacy);
+ncclResult_t cg__np_finalize(void *ctx);
+ncclResult_t cg__np_result(cg_status_t st);
 
 /* np_table.c: ids for the pointers NCCL holds. */
-void *cg_np_slot_alloc(cg_np_kind_t kind, void *obj);
-void cg_np_slot_release(void *id);
+void *cg__np_slot_alloc(cg__np_kind_t kind, void *obj);
+void cg__np_slot_release(void *id);
 /* The object behind id when it is live and of kind; NULL otherwise. */
-void *cg_np_lookup(const void *id, cg_np_kind_t kind);
-uint32_t cg_np_id_slot(const void *id);
-void *cg_np_req_id(const cg_np_comm_t *comm, int idx);
+void *cg__np_lookup(const void *id, cg__np_kind_t kind);
+uint32_t cg__np_id_slot(const void *id);
+void *cg__np_req_id(const cg__np_comm_t *comm, int idx);
 /* The comm and request index behind a request id; NULL if stale. */
-cg_np_comm_t *cg_np_req_lookup(const void *id, int *idx_p);
+cg__np_comm_t *cg__np_req_lookup(const void *id, int *idx_p);
 /* Frees every live object (finalize with objects NCCL left open). */
-void cg_np_table_sweep(void);
+void cg__np_table_sweep(void);
 
 /* np_lane.c */
-cg_status_t cg_np_lane_create(int dev, cg_transport_kind_t kind,
-                              uint64_t cookie, cg_np_lane_t **lane_p);
-void cg_np_lane_ref(cg_np_lane_t *lane);
-void cg_np_lane_unref(cg_np_lane_t *lane);
+cg_status_t cg__np_lane_create(int dev, cg_transport_kind_t kind,
+                              uint64_t cookie, cg__np_lane_t **lane_p);
+void cg__np_lane_ref(cg__np_lane_t *lane);
+void cg__np_lane_unref(cg__np_lane_t *lane);
 
 /* np_dev.c */
-cg_status_t cg_np_devs_scan(cg_np_state_t *st);
-ncclResult_t cg_np_devices(int *ndev);
-ncclResult_t cg_np_get_properties(int dev, ncclNetProperties_v11_t *props);
+cg_status_t cg__np_devs_scan(cg__np_state_t *st);
+ncclResult_t cg__np_devices(int *ndev);
+ncclResult_t cg__np_get_properties(int dev, ncclNetProperties_v11_t *props);
 
 /* np_conn.c */
-ncclResult_t cg_np_listen(void *ctx, int dev, void *handle, void **listen);
-ncclResult_t cg_np_connect(void *ctx, int dev, void *handle, void **send,
+ncclResult_t cg__np_listen(void *ctx, int dev, void *handle, void **listen);
+ncclResult_t cg__np_connect(void *ctx, int dev, void *handle, void **send,
                            ncclNetDeviceHandle_v11_t **dev_comm);
-ncclResult_t cg_np_accept(void *listen, void **recv,
+ncclResult_t cg__np_accept(void *listen, void **recv,
                           ncclNetDeviceHandle_v11_t **dev_comm);
-ncclResult_t cg_np_close_send(void *send);
-ncclResult_t cg_np_close_recv(void *recv);
-ncclResult_t cg_np_close_listen(void *listen);
-void cg_np_comm_free(cg_np_comm_t *comm);
-void cg_np_listen_free(cg_np_listen_t *l);
+ncclResult_t cg__np_close_send(void *send);
+ncclResult_t cg__np_close_recv(void *recv);
+ncclResult_t cg__np_close_listen(void *listen);
+void cg__np_comm_free(cg__np_comm_t *comm);
+void cg__np_listen_free(cg__np_listen_t *l);
 
 /* np_data.c */
-ncclResult_t cg_np_isend(void *send, void *data, size_t size, int tag,
+ncclResult_t cg__np_isend(void *send, void *data, size_t size, int tag,
                          void *mhandle, void *phandle, void **request);
-ncclResult_t cg_np_irecv(void *recv, int n, void **data, size_t *sizes,
+ncclResult_t cg__np_irecv(void *recv, int n, void **data, size_t *sizes,
                          int *tags, void **mhandles, void **phandles,
                          void **request);
-ncclResult_t cg_np_iflush(void *recv, int n, void **data, int *sizes,
+ncclResult_t cg__np_iflush(void *recv, int n, void **data, int *sizes,
                           void **mhandles, void **request);
-ncclResult_t cg_np_test(void *request, int *done, int *sizes);
+ncclResult_t cg__np_test(void *request, int *done, int *sizes);
 
 /* np_mr.c */
-ncclResult_t cg_np_reg_mr(void *comm, void *data, size_t size, int type,
+ncclResult_t cg__np_reg_mr(void *comm, void *data, size_t size, int type,
                           void **mhandle);
-ncclResult_t cg_np_reg_mr_dmabuf(void *comm, void *data, size_t size,
+ncclResult_t cg__np_reg_mr_dmabuf(void *comm, void *data, size_t size,
                                  int type, uint64_t offset, int fd,
                                  void **mhandle);
-ncclResult_t cg_np_dereg_mr(void *comm, void *mhandle);
-void cg_np_mr_free(cg_np_mr_t *mr);
+ncclResult_t cg__np_dereg_mr(void *comm, void *mhandle);
+void cg__np_mr_free(cg__np_mr_t *mr);
 
 #endif

@@ -14,7 +14,7 @@
  * collective in NCCL. Layer: plugin/nccl.
  */
 #include "plugin/nccl/np_export.h"
-#include "plugin/nccl/tuner.h"
+#include "plugin/nccl/tuner_impl.h"
 
 static int cg__tn_keep(cg_pressure_t level, int a, int p)
 {
@@ -50,14 +50,14 @@ static void cg__tn_restrict(float *t, int na, int np, cg_pressure_t level)
     }
 }
 
-ncclResult_t cg_tn_get_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
+ncclResult_t cg__tn_get_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
                                  int num_pipe_ops, float **table,
                                  int num_algo, int num_proto, int reg_buff,
                                  int *nchannels)
 {
-    const cg_tn_ctx_t *c = ctx;
+    const cg__tn_ctx_t *c = ctx;
     float *t = (float *)table;
-    const cg_tn_rule_t *rule;
+    const cg__tn_rule_t *rule;
     cg_pressure_t level;
     int cap = 0;
 
@@ -66,7 +66,7 @@ ncclResult_t cg_tn_get_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
     if (c == NULL || t == NULL || nchannels == NULL || num_algo < 1 ||
         num_proto < 1)
         return ncclInvalidArgument;
-    rule = cg_tn_rules_match(cg__tn.rules, cg__tn.nrules, (int)coll, nbytes,
+    rule = cg__tn_rules_match(cg__tn.rules, cg__tn.nrules, (int)coll, nbytes,
                              c->nnodes, c->nranks);
     if (rule != NULL && rule->algo < num_algo && rule->proto < num_proto &&
         t[rule->algo * num_proto + rule->proto] != NCCL_ALGO_PROTO_IGNORE) {
@@ -74,7 +74,7 @@ ncclResult_t cg_tn_get_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
         if (rule->channels > 0)
             *nchannels = rule->channels;
     }
-    level = cg_tn_pressure();
+    level = cg__tn_pressure();
     if (level == CG_PRESSURE_OK)
         return ncclSuccess;
     cg__tn_restrict(t, num_algo, num_proto, level);
@@ -94,12 +94,12 @@ static ncclResult_t cg__tn_init_v5(void **ctx, uint64_t commId,
     (void)commId;
     (void)nvl;
     (void)constants; /* NCCL's model stays NCCL's: we only mask cells */
-    return cg_tn_init(nRanks, nNodes, logger, ctx);
+    return cg__tn_init(nRanks, nNodes, logger, ctx);
 }
 
 CG_NCCL_EXPORT ncclTuner_v5_t ncclTunerPlugin_v5 = {
     .name = CG_TN_NAME,
     .init = cg__tn_init_v5,
-    .getCollInfo = cg_tn_get_coll_info,
-    .finalize = cg_tn_finalize,
+    .getCollInfo = cg__tn_get_coll_info,
+    .finalize = cg__tn_finalize,
 };
