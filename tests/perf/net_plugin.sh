@@ -32,7 +32,7 @@ ucx() { # size: bandwidth MiB/s (tag_bw, 8 outstanding) or latency (tag_lat)
   ucx_perftest -p "$port" >/dev/null 2>&1 & local srv=$!
   sleep 0.3
   out=$(ucx_perftest -p "$port" 127.0.0.1 -t "$test" -s "$size" -O 8 \
-        -n $(( size >= 1048576 ? 200 : 2000 )) 2>/dev/null | grep -E '^ +Final' || true)
+        -n $(( size >= 1048576 ? 200 : 2000 )) 2>/dev/null | grep -E '^ *Final' || true)
   wait "$srv" 2>/dev/null || true
   if [ "$test" = tag_lat ]; then echo "$out" | awk '{print $5}'; else echo "$out" | awk '{print $7}'; fi
 }
