@@ -244,6 +244,19 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "Horovod shim: how often the timeline records counters (free memory, "
      "budget, fusion buffer, chunk, pressure; bare number: ms); 0: every "
      "cycle."},
+    {CG_CFG_TUNER_RULES, "CG_TUNER_RULES", {"NCCL_TUNER_CONFIG_FILE", NULL},
+     CG__T_STRING, "", CG__OFF(tuner_rules), NULL, 0, 1023, 0,
+     "NCCL tuner plugin: CSV file of rules (collective, min bytes, max "
+     "bytes, algorithm, protocol, channels, nNodes, nRanks); empty: none."},
+    {CG_CFG_TUNER_CHANNELS_WARN, "CG_TUNER_CHANNELS_WARN", {NULL, NULL},
+     CG__T_INT, "4", CG__OFF(tuner_channels_warn), NULL, 1, 64, 0,
+     "NCCL tuner plugin: most channels a collective may use at pressure "
+     "WARN (also restricted to Ring and Tree)."},
+    {CG_CFG_TUNER_CHANNELS_CRITICAL, "CG_TUNER_CHANNELS_CRITICAL",
+     {NULL, NULL}, CG__T_INT, "1", CG__OFF(tuner_channels_critical), NULL, 1,
+     64, 0,
+     "NCCL tuner plugin: most channels at pressure CRITICAL (also "
+     "restricted to Ring/Simple when NCCL offers it)."},
 };
 
 /* How many of an enum variable's names it accepts. */

@@ -107,6 +107,9 @@ typedef enum {
     CG_CFG_TIMELINE,
     CG_CFG_TIMELINE_MARK_CYCLES,
     CG_CFG_TIMELINE_COUNTER_PERIOD,
+    CG_CFG_TUNER_RULES,
+    CG_CFG_TUNER_CHANNELS_WARN,
+    CG_CFG_TUNER_CHANNELS_CRITICAL,
     CG_CFG_COUNT
 } cg_config_id_t;
 
@@ -152,6 +155,9 @@ typedef struct cg_config {
     char timeline[1024];         /* Chrome trace path, "DYNAMIC" or "" */
     bool timeline_mark_cycles;   /* CYCLE_START instants */
     uint64_t timeline_counter_period_ns; /* counter events; 0: per cycle */
+    char tuner_rules[1024];      /* NCCL tuner plugin: CSV rules; "": none */
+    int tuner_channels_warn;     /* NCCL tuner: channel cap at WARN */
+    int tuner_channels_critical; /* NCCL tuner: channel cap at CRITICAL */
     /* Which fields were set from the environment (by name or alias). */
     bool set_by_user[CG_CFG_COUNT];
 } cg_config_t;

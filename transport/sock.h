@@ -40,6 +40,13 @@ typedef struct cg_sockaddr {
  * ifname_out is not NULL, its name. CG_ERR_NOT_FOUND when nothing matches. */
 cg_status_t cg_sock_pick_addr(const char *ifname_spec, cg_sockaddr_t *addr_p,
                               char *ifname_out, size_t ifname_len);
+/* Every up interface ifname_spec selects, by the rules of
+ * cg_sock_pick_addr (an empty spec: every non-loopback one, else loopback),
+ * each name once, in getifaddrs order: up to max names of len bytes into
+ * names (names[i * len]); *n_p gets the count. CG_ERR_NOT_FOUND when none
+ * matches. */
+cg_status_t cg_sock_list_ifnames(const char *ifname_spec, char *names,
+                                 size_t len, int max, int *n_p);
 /* Numeric or DNS host name; port 0..65535. */
 cg_status_t cg_sock_resolve(const char *host, int port, cg_sockaddr_t *addr_p);
 

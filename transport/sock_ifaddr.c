@@ -2,7 +2,8 @@
 /*
  * Interface picking with NCCL_SOCKET_IFNAME semantics (CG_SOCKET_IFNAME):
  * prefix lists, '^' to exclude, '=' for exact names, automatic choice of a
- * non-loopback interface with loopback as the fallback.
+ * non-loopback interface with loopback as the fallback; the list of every
+ * selected interface (one NCCL net device each).
  * Layer: transport; calls core/base only.
  */
 #include "transport/sock.h"
@@ -121,5 +122,54 @@ cg_status_t cg_sock_pick_addr(const char *ifname_spec, cg_sockaddr_t *addr_p,
         snprintf(ifname_out, ifname_len, "%s", ifa->ifa_name);
     freeifaddrs(list);
     *addr_p = a;
+    return CG_OK;
+}
+
+/* Is ifa selected by spec (pass allow_lo: loopback too when spec is ""). */
+static bool cg__ifa_selected(const struct ifaddrs *ifa, const char *spec,
+                             bool allow_lo)
+{
+    if (!cg__ifa_usable(ifa))
+        return false;
+    if (spec[0] != '\0')
+        return cg__ifname_matches(spec, ifa->ifa_name);
+    return allow_lo || !(ifa->ifa_flags & IFF_LOOPBACK);
+}
+
+cg_status_t cg_sock_list_ifnames(const char *ifname_spec, char *names,
+                                 size_t len, int max, int *n_p)
+{
+    const char *spec = (ifname_spec != NULL) ? ifname_spec : "";
+    struct ifaddrs *list = NULL;
+    int n = 0;
+
+    if (names == NULL || len == 0 || max < 1 || n_p == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM,
+                            "cg_sock_list_ifnames: no room for names");
+    if (getifaddrs(&list) < 0)
+        return cg_error_set(CG_ERR_IO, "getifaddrs failed: %m");
+    for (int pass = 0; pass < 2 && n == 0; pass++) {
+        if (pass == 1 && spec[0] != '\0')
+            break;
+        for (const struct ifaddrs *ifa = list; ifa != NULL && n < max;
+             ifa = ifa->ifa_next) {
+            bool seen = false;
+            if (!cg__ifa_selected(ifa, spec, pass == 1))
+                continue;
+            for (int i = 0; i < n && !seen; i++)
+                seen = strncmp(names + (size_t)i * len, ifa->ifa_name,
+                               len) == 0;
+            if (!seen)
+                snprintf(names + (size_t)n++ * len, len, "%s",
+                         ifa->ifa_name);
+        }
+    }
+    freeifaddrs(list);
+    if (n == 0)
+        return cg_error_set(CG_ERR_NOT_FOUND,
+                            "no up IPv4/IPv6 interface matches "
+                            "CG_SOCKET_IFNAME '%s' (see 'ip addr' for "
+                            "names; '^' excludes, '=' is exact)", spec);
+    *n_p = n;
     return CG_OK;
 }

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The tuner plugin's one state struct: set up by the first communicator's
+ * init (configuration, the governor over the GPU when libcuda is loaded
+ * and a context is current, else over host memory, the CSV rules), kept
+ * while contexts live, torn down by the last finalize or at unload. No
+ * thread is started. Logging goes to NCCL's logger (TUNING subsystem).
+ * Layer: plugin/nccl; calls the governor and core/base.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/error.h"
+#include "plugin/nccl/tuner_impl.h"
+
+cg__tn_state_t cg__tn = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void cg__tn_sink(void *arg, cg_log_level_t level, const char *line)
+{
+    ncclDebugLogger_t logger = cg__tn.logger;
+
+    (void)arg;
+    if (logger == NULL) {
+        fprintf(stderr, "%s\n", line);
+        return;
+    }
+    logger(level <= CG_LOG_WARN ? NCCL_LOG_WARN
+           : level == CG_LOG_INFO ? NCCL_LOG_INFO : NCCL_LOG_TRACE,
+           NCCL_TUNING, "collguard", 0, "%s", line);
+}
+
+static void cg__tn_teardown(void)
+{
+    cg_governor_destroy(cg__tn.gov);
+    cg__tn.gov = NULL;
+    cg_cudrv_probe_cleanup(&cg__tn.drv);
+    free(cg__tn.rules);
+    cg__tn.rules = NULL;
+    cg__tn.nrules = 0;
+    cg__tn.users = 0;
+}
+
+static cg_status_t cg__tn_setup(ncclDebugLogger_t logger)
+{
+    cg_governor_params_t gp;
+    cg_status_t st;
+
+    cg__tn.logger = logger;
+    cg_config_defaults(&cg__tn.cfg);
+    cg_log_init(&cg__tn.log, logger != NULL ? CG_LOG_INFO : CG_LOG_WARN, -1);
+    cg_log_set_sink(&cg__tn.log, cg__tn_sink, NULL);
+    st = cg_config_load(&cg__tn.cfg, NULL, NULL, NULL, &cg__tn.log);
+    if (st != CG_OK)
+        return st;
+    if (cg__tn.cfg.set_by_user[CG_CFG_LOG_LEVEL] || logger == NULL)
+        cg__tn.log.level = cg__tn.cfg.log_level;
+    /* NCCL's channel buffers live on the GPU: watch it when we can. */
+    if (cg__tn.cfg.mem_probe == CG_MEM_PROBE_HOST ||
+        cg_cudrv_probe_init(&cg__tn.drv, &cg__tn.probe) != CG_OK) {
+        if (cg__tn.cfg.mem_probe == CG_MEM_PROBE_CUDA)
+            return cg_error_set(CG_ERR_NO_DEVICE, "CG_MEM_PROBE=cuda but "
+                                "no CUDA context is current in NCCL's "
+                                "thread");
+        cg_host_probe_init(&cg__tn.host_probe, &cg__tn.probe);
+    }
+    memset(&gp, 0, sizeof(gp));
+    gp.cfg = &cg__tn.cfg;
+    gp.probe = cg__tn.probe;
+    gp.log = &cg__tn.log;
+    st = cg_governor_create(&gp, &cg__tn.gov);
+    if (st != CG_OK)
+        return st;
+    cg__tn.last_level = cg_governor_pressure(cg__tn.gov);
+    if (cg__tn.cfg.tuner_rules[0] != '\0') {
+        st = cg__tn_rules_load(cg__tn.cfg.tuner_rules, &cg__tn.log,
+                              &cg__tn.rules, &cg__tn.nrules);
+        if (st != CG_OK)
+            return st;
+    }
+    cg_info(&cg__tn.log, "tuner plugin %s: probe %s, pressure %d, %d "
+            "rule(s), channel caps %d (warn) %d (critical)", CG_TN_NAME,
+            cg__tn.probe.name, (int)cg__tn.last_level, cg__tn.nrules,
+            cg__tn.cfg.tuner_channels_warn,
+            cg__tn.cfg.tuner_channels_critical);
+    return CG_OK;
+}
+
+ncclResult_t cg__tn_init(size_t nranks, size_t nnodes,
+                        ncclDebugLogger_t logger, void **ctx_p)
+{
+    cg__tn_ctx_t *ctx;
+    cg_status_t st;
+
+    if (ctx_p == NULL)
+        return ncclInvalidArgument;
+    *ctx_p = NULL;
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL)
+        return ncclSystemError;
+    ctx->nranks = nranks;
+    ctx->nnodes = nnodes;
+    pthread_mutex_lock(&cg__tn.lock);
+    if (cg__tn.users == 0) {
+        st = cg__tn_setup(logger);
+        if (st != CG_OK) {
+            cg_error(&cg__tn.log, "tuner plugin %s: init failed: %s",
+                     CG_TN_NAME, cg_last_error());
+            cg__tn_teardown();
+            pthread_mutex_unlock(&cg__tn.lock);
+            free(ctx);
+            return st == CG_ERR_CONFIG ? ncclInvalidArgument
+                                       : ncclSystemError;
+        }
+    }
+    cg__tn.users++;
+    pthread_mutex_unlock(&cg__tn.lock);
+    *ctx_p = ctx;
+    return ncclSuccess;
+}
+
+ncclResult_t cg__tn_finalize(void *ctx)
+{
+    if (ctx == NULL)
+        return ncclInvalidArgument;
+    pthread_mutex_lock(&cg__tn.lock);
+    if (cg__tn.users == 0) {
+        pthread_mutex_unlock(&cg__tn.lock);
+        return ncclInvalidUsage;
+    }
+    if (--cg__tn.users == 0)
+        cg__tn_teardown();
+    pthread_mutex_unlock(&cg__tn.lock);
+    free(ctx);
+    return ncclSuccess;
+}
+
+cg_pressure_t cg__tn_pressure(void)
+{
+    cg_pressure_t level;
+
+    pthread_mutex_lock(&cg__tn.lock);
+    if (cg__tn.gov == NULL) {
+        pthread_mutex_unlock(&cg__tn.lock);
+        return CG_PRESSURE_OK;
+    }
+    cg_governor_tick(cg__tn.gov); /* a failed read keeps the last sample */
+    level = cg_governor_pressure(cg__tn.gov);
+    if (level != cg__tn.last_level) {
+        cg_info(&cg__tn.log, "tuner plugin %s: memory pressure %d -> %d; "
+                "channel cap %d", CG_TN_NAME, (int)cg__tn.last_level,
+                (int)level,
+                level == CG_PRESSURE_CRITICAL ? cg__tn.cfg.tuner_channels_critical
+                : level == CG_PRESSURE_WARN   ? cg__tn.cfg.tuner_channels_warn
+                                              : 0);
+        cg__tn.last_level = level;
+    }
+    pthread_mutex_unlock(&cg__tn.lock);
+    return level;
+}
+
+__attribute__((destructor)) static void cg__tn_unload(void)
+{
+    pthread_mutex_lock(&cg__tn.lock);
+    if (cg__tn.users > 0)
+        cg__tn_teardown();
+    pthread_mutex_unlock(&cg__tn.lock);
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The NCCL net plugin's API against the transport directly and against raw
+# ucx_perftest, in one run: bandwidth 4 KiB..64 MiB with 8 requests in
+# flight (MiB/s) and 8-byte one-way latency (usec), with the ratios
+# plugin/transport (targets: bandwidth >= 0.95, latency <= 1.1) and
+# plugin/ucx_perftest. Each measurement is repeated REPEAT times (default
+# 3) and the best kept: shared machines are noisy.
+# Usage: tests/perf/net_plugin.sh [build_dir]
+# Environment: CG_TRANSPORT=ucx|socket (default ucx), CG_SOCKET_IFNAME=lo,
+#   UCX_TLS for ucx_perftest (default: UCX's choice), REPEAT=3.
+set -euo pipefail
+build=${1:-build}
+perf=$build/tests/perf/net_plugin_perf
+lib=$build/plugin/nccl/libnccl-net-collguard.so
+export CG_TRANSPORT=${CG_TRANSPORT:-ucx} CG_SOCKET_IFNAME=${CG_SOCKET_IFNAME:-lo}
+repeat=${REPEAT:-3}
+[ -x "$perf" ] && [ -f "$lib" ] || { echo "build $perf and $lib first" >&2; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+best() { # mode file: best of $repeat runs, per key (max bw, min lat)
+  for i in $(seq "$repeat"); do "$perf" "$@" 2>/dev/null | grep -E '^[0-9l]'; done |
+    awk '{ if ($1=="lat8") { if (!($1 in v) || $2<v[$1]) v[$1]=$2 }
+           else if (!($1 in v) || $2>v[$1]) v[$1]=$2 }
+         END { for (k in v) print k, v[k] }'
+}
+best transport >"$tmp/tp"
+best plugin "$lib" >"$tmp/np"
+
+ucx() { # size: bandwidth MiB/s (tag_bw, 8 outstanding) or latency (tag_lat)
+  local test=$1 size=$2 port=$((20000 + RANDOM % 20000)) out
+  ucx_perftest -p "$port" >/dev/null 2>&1 & local srv=$!
+  sleep 0.3
+  out=$(ucx_perftest -p "$port" 127.0.0.1 -t "$test" -s "$size" -O 8 \
+        -n $(( size >= 1048576 ? 200 : 2000 )) 2>/dev/null | grep -E '^ *Final' || true)
+  wait "$srv" 2>/dev/null || true
+  if [ "$test" = tag_lat ]; then echo "$out" | awk '{print $5}'; else echo "$out" | awk '{print $7}'; fi
+}
+have_ucx=0; command -v ucx_perftest >/dev/null && have_ucx=1
+
+printf "%-10s %12s %12s %12s %10s %10s\n" size plugin transport ucx_perftest np/tp np/ucx
+for s in 4096 16384 65536 262144 1048576 4194304 16777216 67108864; do
+  a=$(awk -v k=$s '$1==k {print $2}' "$tmp/np"); b=$(awk -v k=$s '$1==k {print $2}' "$tmp/tp")
+  u=-; [ $have_ucx = 1 ] && u=$(ucx tag_bw $s); u=${u:--}
+  awk -v s=$s -v a=$a -v b=$b -v u=$u 'BEGIN { printf "%-10s %12.1f %12.1f %12s %10.2f %10s\n",
+      s, a, b, u, a/b, (u=="-"?"-":sprintf("%.2f", a/u)) }'
+done
+a=$(awk '$1=="lat8" {print $2}' "$tmp/np"); b=$(awk '$1=="lat8" {print $2}' "$tmp/tp")
+u=-; [ $have_ucx = 1 ] && u=$(ucx tag_lat 8); u=${u:--}
+awk -v a=$a -v b=$b -v u=$u 'BEGIN { printf "%-10s %12.2f %12.2f %12s %10.2f %10s  (usec, lower is better)\n",
+    "lat 8 B", a, b, u, a/b, (u=="-"?"-":sprintf("%.2f", a/u)) }'

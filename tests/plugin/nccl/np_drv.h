@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The test's view of one loaded net plugin version: dlopen a library, dlsym
+ * ncclNetPlugin_vN and call it through one set of wrappers, the way NCCL's
+ * own per-version shims do, so every scenario runs against every version.
+ * Test helper; uses only the frozen ABI headers.
+ */
+#ifndef CG_TEST_NP_DRV_H
+#define CG_TEST_NP_DRV_H
+
+#include <stddef.h>
+
+#include "plugin/nccl/net_v10.h"
+#include "plugin/nccl/net_v11.h"
+#include "plugin/nccl/net_v8.h"
+#include "plugin/nccl/net_v9.h"
+
+typedef struct np_drv {
+    void *lib;
+    int ver;
+    void *table;
+    void *ctx;
+} np_drv_t;
+
+int np_drv_open(np_drv_t *d, const char *path, int ver);
+void np_drv_close(np_drv_t *d);
+ncclResult_t np_init(np_drv_t *d);
+ncclResult_t np_finalize(np_drv_t *d);
+ncclResult_t np_devices(np_drv_t *d, int *n);
+/* Fills a v11 view; checks nothing past the version's struct is written
+ * (returns ncclInternalError when it was). */
+ncclResult_t np_props(np_drv_t *d, int dev, ncclNetProperties_v11_t *p);
+ncclResult_t np_listen(np_drv_t *d, int dev, void *h, void **l);
+ncclResult_t np_connect(np_drv_t *d, int dev, void *h, void **s);
+ncclResult_t np_accept(np_drv_t *d, void *l, void **r);
+ncclResult_t np_reg(np_drv_t *d, void *c, void *p, size_t n, void **mh);
+ncclResult_t np_dereg(np_drv_t *d, void *c, void *mh);
+ncclResult_t np_isend(np_drv_t *d, void *s, void *p, size_t n, int tag,
+                      void *mh, void **req);
+ncclResult_t np_irecv(np_drv_t *d, void *r, int n, void **p, size_t *sz,
+                      int *tags, void **mh, void **req);
+ncclResult_t np_test(np_drv_t *d, void *req, int *done, int *sizes);
+ncclResult_t np_close_send(np_drv_t *d, void *s);
+ncclResult_t np_close_recv(np_drv_t *d, void *r);
+ncclResult_t np_close_listen(np_drv_t *d, void *l);
+
+#endif

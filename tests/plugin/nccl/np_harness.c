@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The net plugin driven as NCCL drives it, one version per run:
+ *   np_harness LIB VERSION
+ * Two processes (fork; handles cross a socketpair as NCCL's bootstrap
+ * would carry them), each loading the library itself: init, devices,
+ * properties, connect/accept polled from one thread, registrations (256
+ * MiB too), grouped receives in reverse tag order, short and 0-byte
+ * messages, 32 in flight, several comms connecting at once, a second
+ * thread registering and listening while data moves, close with nothing
+ * sent, bad use, a stranger's connect refused; then in one process
+ * init/finalize and dlopen/dlclose cycles. Exit 0 when every check held.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "np_drv.h"
+
+#define H NCCL_NET_HANDLE_MAXSIZE
+
+static int g_fail;
+static const char *g_who = "?";
+#define CHECK(c)                                                             \
+    do {                                                                     \
+        if (!(c)) {                                                          \
+            fprintf(stderr, "[%s] %s:%d: check failed: %s\n", g_who,        \
+                    __FILE__, __LINE__, #c);                                 \
+            g_fail = 1;                                                      \
+        }                                                                    \
+    } while (0)
+#define OK(e) CHECK((e) == ncclSuccess)
+
+static void xfer(int fd, void *buf, size_t n, int out)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = out ? write(fd, (char *)buf + done, n - done)
+                        : read(fd, (char *)buf + done, n - done);
+        if (k <= 0) {
+            fprintf(stderr, "[%s] bootstrap pipe broke\n", g_who);
+            exit(2);
+        }
+        done += (size_t)k;
+    }
+}
+
+/* Polls one request to completion. */
+static ncclResult_t wait_req(np_drv_t *d, void *req, int *sizes)
+{
+    int done = 0;
+    ncclResult_t r;
+    for (long i = 0; i < 200000000L; i++) {
+        r = np_test(d, req, &done, sizes);
+        if (r != ncclSuccess || done)
+            return r;
+    }
+    return ncclInternalError;
+}
+
+/* Connect on one side, accept on the other, each polled. */
+static void *do_accept(np_drv_t *d, void *l)
+{
+    void *rc = NULL;
+    for (long i = 0; i < 100000000L && rc == NULL; i++)
+        if (np_accept(d, l, &rc) != ncclSuccess)
+            return NULL;
+    return rc;
+}
+
+static void *do_connect(np_drv_t *d, void *h)
+{
+    void *sc = NULL;
+    for (long i = 0; i < 100000000L && sc == NULL; i++)
+        if (np_connect(d, 0, h, &sc) != ncclSuccess)
+            return NULL;
+    return sc;
+}
+
+/* ---- the receiver (parent) and the sender (child) ---- */
+
+struct bg { np_drv_t *d; void *comm; volatile int stop; int iters; int bad; };
+
+/* A second thread, like NCCL's proxy service thread: registers and
+ * listens while the first one moves data. */
+static void *bg_thread(void *arg)
+{
+    struct bg *b = arg;
+    char *buf = malloc(1 << 20);
+    while (!b->stop) {
+        void *mh = NULL, *l = NULL;
+        unsigned char h[H];
+        ncclNetProperties_v11_t p;
+        if (np_reg(b->d, b->comm, buf, 1 << 20, &mh) != ncclSuccess ||
+            np_dereg(b->d, b->comm, mh) != ncclSuccess ||
+            np_props(b->d, 0, &p) != ncclSuccess ||
+            np_listen(b->d, 0, h, &l) != ncclSuccess ||
+            np_close_listen(b->d, l) != ncclSuccess)
+            b->bad++;
+        b->iters++;
+    }
+    free(buf);
+    return NULL;
+}
+
+static void receiver(np_drv_t *d, int fd)
+{
+    unsigned char h[H];
+    void *l, *rc, *mh;
+    size_t big = 256u << 20;
+    char *buf = malloc(big);
+
+    g_who = "recv";
+    /* Main comm. */
+    OK(np_listen(d, 0, h, &l));
+    xfer(fd, h, H, 1);
+    rc = do_accept(d, l);
+    CHECK(rc != NULL);
+    OK(np_close_listen(d, l)); /* the recv comm keeps working */
+    OK(np_reg(d, rc, buf, big, &mh));
+
+    /* Grouped receives 1..8; the sender sends in reverse tag order, each
+     * message shorter than posted, slot 0 of each group 0 bytes. */
+    for (int n = 1; n <= 8; n++) {
+        void *ptrs[8], *mhs[8], *req = NULL;
+        size_t sz[8];
+        int tags[8], got[8];
+        for (int i = 0; i < n; i++) {
+            ptrs[i] = buf + (size_t)i * 65536;
+            sz[i] = 65536;
+            tags[i] = 100 * n + i;
+            mhs[i] = mh;
+        }
+        memset(buf, 0, 8 * 65536);
+        OK(np_irecv(d, rc, n, ptrs, sz, tags, mhs, &req));
+        CHECK(req != NULL);
+        OK(wait_req(d, req, got));
+        for (int i = 0; i < n; i++) {
+            size_t want = i == 0 ? 0 : (size_t)(1000 * i + n);
+            CHECK(got[i] == (int)want);
+            for (size_t k = 0; k < want; k++)
+                if ((unsigned char)buf[(size_t)i * 65536 + k] !=
+                    (unsigned char)(tags[i] + k)) {
+                    CHECK(!"payload");
+                    break;
+                }
+        }
+    }
+    /* 32 in flight: 32 receives posted, the 33rd is "try later". */
+    {
+        void *reqs[33];
+        for (int i = 0; i < 32; i++) {
+            void *p = buf + (size_t)i * 4096;
+            size_t s = 4096;
+            int t = 7;
+            OK(np_irecv(d, rc, 1, &p, &s, &t, &mh, &reqs[i]));
+            CHECK(reqs[i] != NULL);
+        }
+        void *p = buf;
+        size_t s = 4096;
+        int t = 7;
+        OK(np_irecv(d, rc, 1, &p, &s, &t, &mh, &reqs[32]));
+        CHECK(reqs[32] == NULL);
+        for (int i = 0; i < 32; i++) {
+            int got = -1;
+            OK(wait_req(d, reqs[i], &got));
+            CHECK(got == 4096);
+            CHECK((unsigned char)buf[(size_t)i * 4096] == (unsigned char)i);
+        }
+    }
+    /* A second thread registers and listens while data moves. */
+    {
+        struct bg b = {d, rc, 0, 0, 0};
+        pthread_t th;
+        pthread_create(&th, NULL, bg_thread, &b);
+        for (int i = 0; i < 200; i++) {
+            void *p = buf, *req = NULL;
+            size_t s = 1 << 20;
+            int t = 9, got = 0;
+            OK(np_irecv(d, rc, 1, &p, &s, &t, &mh, &req));
+            OK(wait_req(d, req, &got));
+            CHECK(got == 1 << 20);
+        }
+        b.stop = 1;
+        pthread_join(th, NULL);
+        CHECK(b.bad == 0);
+        CHECK(b.iters > 0);
+    }
+    /* A message larger than its receive fails the receive. */
+    {
+        void *p = buf, *req = NULL;
+        size_t s = 100;
+        int t = 11, got;
+        OK(np_irecv(d, rc, 1, &p, &s, &t, &mh, &req));
+        ncclResult_t r = wait_req(d, req, &got);
+        CHECK(r == ncclInvalidUsage);
+    }
+    /* Bad use. */
+    {
+        void *req = (void *)0x1234, *junk = (void *)0xdeadbeef;
+        int done;
+        CHECK(np_dereg(d, rc, junk) == ncclInvalidArgument);
+        CHECK(np_test(d, junk, &done, NULL) == ncclInvalidArgument);
+        CHECK(np_isend(d, rc, buf, 8, 1, mh, &req) == ncclInvalidArgument);
+        CHECK(req == NULL); /* always written */
+    }
+    OK(np_dereg(d, rc, mh));
+    CHECK(np_dereg(d, rc, mh) == ncclInvalidArgument);
+
+    /* Several comms connecting at once, and one stranger. */
+    {
+        enum { N = 4 };
+        void *ls[N], *rcs[N] = {0};
+        unsigned char hs[N][H];
+        for (int i = 0; i < N; i++) {
+            OK(np_listen(d, 0, hs[i], &ls[i]));
+            xfer(fd, hs[i], H, 1);
+        }
+        for (long it = 0; it < 100000000L; it++) {
+            int left = 0;
+            for (int i = 0; i < N; i++)
+                if (rcs[i] == NULL) {
+                    OK(np_accept(d, ls[i], &rcs[i]));
+                    left += rcs[i] == NULL;
+                }
+            if (!left)
+                break;
+        }
+        for (int i = 0; i < N; i++) {
+            void *p = buf, *req = NULL;
+            size_t s = 64;
+            int t = 1, got = -1;
+            CHECK(rcs[i] != NULL);
+            OK(np_irecv(d, rcs[i], 1, &p, &s, &t, NULL, &req));
+            OK(wait_req(d, req, &got));
+            CHECK(got == 8 && buf[0] == 'A' + i);
+            OK(np_close_recv(d, rcs[i]));
+            OK(np_close_listen(d, ls[i]));
+        }
+    }
+    /* Close with nothing sent. */
+    {
+        void *l2, *r2;
+        OK(np_listen(d, 0, h, &l2));
+        xfer(fd, h, H, 1);
+        r2 = do_accept(d, l2);
+        CHECK(r2 != NULL);
+        char ready;
+        xfer(fd, &ready, 1, 0); /* both ends connected */
+        OK(np_close_recv(d, r2));
+        OK(np_close_listen(d, l2));
+        CHECK(np_close_recv(d, r2) == ncclInvalidArgument);
+    }
+    char c;
+    xfer(fd, &c, 1, 0); /* the sender is done */
+    OK(np_close_recv(d, rc));
+    free(buf);
+}
+
+static void sender(np_drv_t *d, int fd)
+{
+    unsigned char h[H];
+    void *sc, *mh;
+    char *buf = malloc(1 << 20);
+
+    g_who = "send";
+    xfer(fd, h, H, 0);
+    /* A stranger: the same address without the listener's cookie. */
+    {
+        unsigned char bad[H];
+        void *s2 = NULL;
+        ncclResult_t r = ncclSuccess;
+        memcpy(bad, h, H);
+        bad[8] ^= 0x5a;
+        for (long i = 0; i < 100000000L && s2 == NULL && r == ncclSuccess;
+             i++)
+            r = np_connect(d, 0, bad, &s2);
+        CHECK(s2 == NULL);
+        CHECK(r == ncclRemoteError);
+    }
+    /* A foreign handle. */
+    {
+        unsigned char junk[H];
+        void *s2 = (void *)1;
+        memset(junk, 0x77, H);
+        CHECK(np_connect(d, 0, junk, &s2) == ncclInvalidArgument);
+        CHECK(s2 == NULL);
+    }
+    sc = do_connect(d, h);
+    CHECK(sc != NULL);
+    OK(np_reg(d, sc, buf, 1 << 20, &mh));
+    for (int n = 1; n <= 8; n++)
+        for (int i = n - 1; i >= 0; i--) {
+            size_t len = i == 0 ? 0 : (size_t)(1000 * i + n);
+            void *req = NULL;
+            int tag = 100 * n + i, got = -1;
+            for (size_t k = 0; k < len; k++)
+                buf[k] = (char)(tag + k);
+            OK(np_isend(d, sc, buf, len, tag, mh, &req));
+            CHECK(req != NULL);
+            OK(wait_req(d, req, &got));
+            CHECK(got == (int)len);
+        }
+    {
+        char *b32 = malloc(32 * 4096);
+        void *reqs[32];
+        for (int i = 0; i < 32; i++) {
+            b32[(size_t)i * 4096] = (char)i;
+            OK(np_isend(d, sc, b32 + (size_t)i * 4096, 4096, 7, NULL,
+                        &reqs[i]));
+            CHECK(reqs[i] != NULL);
+        }
+        void *extra = (void *)1;
+        OK(np_isend(d, sc, b32, 4096, 7, NULL, &extra));
+        CHECK(extra == NULL);
+        for (int i = 0; i < 32; i++)
+            OK(wait_req(d, reqs[i], NULL));
+        free(b32);
+    }
+    for (int i = 0; i < 200; i++) {
+        void *req = NULL;
+        OK(np_isend(d, sc, buf, 1 << 20, 9, mh, &req));
+        OK(wait_req(d, req, NULL));
+    }
+    {
+        void *req = NULL;
+        OK(np_isend(d, sc, buf, 200, 11, mh, &req)); /* 2x the receive */
+        wait_req(d, req, NULL); /* the sender may see success */
+        CHECK(np_isend(d, sc, buf, (2ull << 30), 12, mh, &req) ==
+              ncclInvalidArgument); /* past maxP2pBytes */
+    }
+    OK(np_dereg(d, sc, mh));
+    {
+        enum { N = 4 };
+        unsigned char hs[N][H];
+        void *scs[N] = {0};
+        for (int i = 0; i < N; i++)
+            xfer(fd, hs[i], H, 0);
+        for (long it = 0; it < 100000000L; it++) {
+            int left = 0;
+            for (int i = 0; i < N; i++)
+                if (scs[i] == NULL) {
+                    OK(np_connect(d, 0, hs[i], &scs[i]));
+                    left += scs[i] == NULL;
+                }
+            if (!left)
+                break;
+        }
+        for (int i = 0; i < N; i++) {
+            void *req = NULL;
+            char msg[8] = {(char)('A' + i)};
+            OK(np_isend(d, scs[i], msg, 8, 1, NULL, &req));
+            OK(wait_req(d, req, NULL));
+            OK(np_close_send(d, scs[i]));
+            CHECK(np_isend(d, scs[i], msg, 8, 1, NULL, &req) ==
+                  ncclInvalidArgument); /* closed comm */
+        }
+    }
+    {
+        void *s2;
+        xfer(fd, h, H, 0);
+        s2 = do_connect(d, h);
+        CHECK(s2 != NULL);
+        char ready = 1;
+        xfer(fd, &ready, 1, 1);
+        OK(np_close_send(d, s2));
+    }
+    OK(np_close_send(d, sc));
+    char c = 1;
+    xfer(fd, &c, 1, 1);
+    free(buf);
+}
+
+static int run_pair(const char *lib, int ver)
+{
+    int sv[2], status = 0;
+    pid_t pid;
+    np_drv_t d;
+
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+        return 1;
+    pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        if (np_drv_open(&d, lib, ver) != 0)
+            _exit(2);
+        OK(np_init(&d));
+        sender(&d, sv[1]);
+        OK(np_finalize(&d));
+        np_drv_close(&d);
+        _exit(g_fail);
+    }
+    close(sv[1]);
+    if (np_drv_open(&d, lib, ver) != 0)
+        return 1;
+    OK(np_init(&d));
+    {
+        int n = 0;
+        ncclNetProperties_v11_t p;
+        OK(np_devices(&d, &n));
+        CHECK(n >= 1);
+        OK(np_props(&d, 0, &p));
+        CHECK(p.name != NULL && p.pciPath == NULL);
+        CHECK(p.ptrSupport == NCCL_PTR_HOST);
+        CHECK(p.maxRecvs == 8 && p.maxComms > 0 && p.speed > 0);
+        CHECK(p.maxP2pBytes > 0 && p.maxP2pBytes <= NCCL_MAX_NET_SIZE_BYTES);
+        CHECK(np_props(&d, n, &p) == ncclInvalidArgument);
+    }
+    receiver(&d, sv[0]);
+    OK(np_finalize(&d));
+    np_drv_close(&d);
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return g_fail;
+}
+
+/* One process, one thread: listen, connect and accept alternately, as
+ * NCCL may drive both ends; then init/finalize and dlopen/dlclose. */
+static int run_single(const char *lib, int ver)
+{
+    np_drv_t d;
+
+    g_who = "single";
+    for (int cycle = 0; cycle < 3; cycle++) {
+        unsigned char h[H];
+        void *l, *s = NULL, *r = NULL, *req;
+        char msg[16] = "hello", in[16] = {0};
+        int got = 0;
+        if (np_drv_open(&d, lib, ver) != 0)
+            return 1;
+        for (int k = 0; k < 2; k++) { /* init -> finalize -> init */
+            OK(np_init(&d));
+            if (ver == 11)
+                CHECK(((ncclNet_v11_t *)d.table)->finalize(NULL) ==
+                      ncclSuccess);
+            OK(np_listen(&d, 0, h, &l));
+            for (long i = 0; i < 100000000L && (s == NULL || r == NULL); i++) {
+                if (s == NULL)
+                    OK(np_connect(&d, 0, h, &s));
+                if (r == NULL)
+                    OK(np_accept(&d, l, &r));
+            }
+            CHECK(s != NULL && r != NULL);
+            void *p = in;
+            size_t cap = sizeof(in);
+            int tag = 3;
+            OK(np_irecv(&d, r, 1, &p, &cap, &tag, NULL, &req));
+            void *sreq;
+            OK(np_isend(&d, s, msg, 6, 3, NULL, &sreq));
+            OK(wait_req(&d, sreq, NULL));
+            OK(wait_req(&d, req, &got));
+            CHECK(got == 6 && strcmp(in, "hello") == 0);
+            OK(np_close_send(&d, s));
+            OK(np_close_recv(&d, r));
+            OK(np_close_listen(&d, l));
+            s = r = NULL;
+            OK(np_finalize(&d));
+        }
+        np_drv_close(&d);
+    }
+    return g_fail;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: np_harness LIB VERSION\n");
+        return 2;
+    }
+    int ver = atoi(argv[2]);
+    int rc = run_single(argv[1], ver);
+    rc |= run_pair(argv[1], ver);
+    printf("net plugin v%d: %s\n", ver, rc ? "FAILED" : "all checks passed");
+    return rc;
+}

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The tuner plugin driven as NCCL drives it: tn_harness LIB VERSION MODE
+ * loads ncclTunerPlugin_vVERSION, feeds NCCL-shaped cost tables and checks
+ * the choices for MODE: "ok" (no pressure: table unchanged, nChannels 0),
+ * "warn" (only Ring/Tree left, channels capped), "critical" (Ring/Simple
+ * only, or the cheapest offered cell when Ring/Simple is not), "rules"
+ * (the CSV in CG_TUNER_RULES picks its cell and channels). The pressure
+ * comes from the real governor (the test sets CG_PRESSURE_* thresholds).
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin/nccl/tuner_v2.h"
+#include "plugin/nccl/tuner_v3.h"
+#include "plugin/nccl/tuner_v4.h"
+#include "plugin/nccl/tuner_v5.h"
+
+enum { NA = NCCL_NUM_ALGORITHMS_V5, NP = NCCL_NUM_PROTOCOLS_V5 };
+static int g_fail;
+#define CHECK(c)                                                             \
+    do {                                                                     \
+        if (!(c)) {                                                          \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
+                    #c);                                                     \
+            g_fail = 1;                                                      \
+        }                                                                    \
+    } while (0)
+
+static void *g_tab;
+static int g_ver;
+
+static void quiet(ncclDebugLogLevel l, unsigned long f, const char *file,
+                  int line, const char *fmt, ...)
+{
+    (void)l; (void)f; (void)file; (void)line; (void)fmt;
+}
+
+static int t_init(void **ctx, size_t nranks, size_t nnodes)
+{
+    ncclTunerConstants_v5_t k;
+    ncclNvlDomainInfo_v5_t nvl = {1, 8, 8};
+    memset(&k, 0, sizeof(k));
+    switch (g_ver) {
+    case 5: return ((ncclTuner_v5_t *)g_tab)->init(ctx, 7, nranks, nnodes,
+                                                    quiet, &nvl, &k);
+    case 4: return ((ncclTuner_v4_t *)g_tab)->init(nranks, nnodes, quiet, ctx);
+    case 3: return ((ncclTuner_v3_t *)g_tab)->init(nranks, nnodes, quiet, ctx);
+    default: return ((ncclTuner_v2_t *)g_tab)->init(nranks, nnodes, quiet,
+                                                    ctx);
+    }
+}
+
+static int t_fini(void *ctx)
+{
+    switch (g_ver) {
+    case 5: return ((ncclTuner_v5_t *)g_tab)->finalize(ctx);
+    case 4: return ((ncclTuner_v4_t *)g_tab)->destroy(ctx);
+    case 3: return ((ncclTuner_v3_t *)g_tab)->destroy(ctx);
+    default: return ((ncclTuner_v2_t *)g_tab)->destroy(ctx);
+    }
+}
+
+/* The cell NCCL would pick from t (cheapest available), as a*NP+p. */
+static int pick(float t[NA][NP])
+{
+    int best = -1;
+    for (int i = 0; i < NA * NP; i++)
+        if (t[i / NP][i % NP] != NCCL_ALGO_PROTO_IGNORE &&
+            (best < 0 || t[i / NP][i % NP] < t[best / NP][best % NP]))
+            best = i;
+    return best;
+}
+
+/* Runs the tuner on t; v2 gets the support flags and its answer is
+ * written back as a zero cost (what NCCL's v2 shim does). */
+static int t_coll(void *ctx, int coll, size_t nbytes, float t[NA][NP],
+                  int *nch)
+{
+    *nch = 0;
+    if (g_ver >= 3) {
+        if (g_ver == 5)
+            return ((ncclTuner_v5_t *)g_tab)->getCollInfo(
+                ctx, coll, nbytes, 1, (float **)t, NA, NP, 0, nch);
+        if (g_ver == 4)
+            return ((ncclTuner_v4_t *)g_tab)->getCollInfo(
+                ctx, coll, nbytes, 1, (float **)t, NA, NP, 0, nch);
+        return ((ncclTuner_v3_t *)g_tab)->getCollInfo(
+            ctx, coll, nbytes, 1, (float **)t, NA, NP, nch);
+    }
+    int a = -1, p = -1;
+    int cn = t[NCCL_ALGO_COLLNET_CHAIN][NCCL_PROTO_SIMPLE] !=
+             NCCL_ALGO_PROTO_IGNORE;
+    int nv = t[NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE] != NCCL_ALGO_PROTO_IGNORE;
+    int r = ((ncclTuner_v2_t *)g_tab)->getCollInfo(ctx, coll, nbytes, cn, nv,
+                                                   1, &a, &p, nch);
+    if (a >= 0 && p >= 0 && t[a][p] != NCCL_ALGO_PROTO_IGNORE)
+        t[a][p] = 0.0f;
+    return r;
+}
+
+/* A table like NCCL's on one node: Tree/Ring/PAT offered, CollNet and
+ * NVLS not; LL cheapest (small message). */
+static void table(float t[NA][NP], int with_ring_simple)
+{
+    for (int a = 0; a < NA; a++)
+        for (int p = 0; p < NP; p++)
+            t[a][p] = NCCL_ALGO_PROTO_IGNORE;
+    for (int p = 0; p < NP; p++) {
+        t[NCCL_ALGO_TREE][p] = 10.0f + p;
+        t[NCCL_ALGO_RING][p] = 20.0f + p;
+        t[NCCL_ALGO_PAT][p] = 5.0f + p;
+    }
+    t[NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE] = 2.0f;
+    if (!with_ring_simple)
+        t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = NCCL_ALGO_PROTO_IGNORE;
+}
+
+int main(int argc, char **argv)
+{
+    char sym[32];
+    void *lib, *ctx = NULL;
+    float t[NA][NP], orig[NA][NP];
+    int nch;
+
+    if (argc != 4)
+        return 2;
+    g_ver = atoi(argv[2]);
+    const char *mode = argv[3];
+    lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    CHECK(lib != NULL);
+    if (lib == NULL)
+        return 1;
+    snprintf(sym, sizeof(sym), "ncclTunerPlugin_v%d", g_ver);
+    g_tab = dlsym(lib, sym);
+    CHECK(g_tab != NULL);
+    if (g_tab == NULL)
+        return 1;
+    CHECK(t_init(&ctx, 16, 2) == 0 && ctx != NULL);
+    table(t, 1);
+    memcpy(orig, t, sizeof(t));
+    CHECK(t_coll(ctx, ncclFuncAllReduce, 1 << 20, t, &nch) == 0);
+    if (strcmp(mode, "ok") == 0) {
+        CHECK(memcmp(t, orig, sizeof(t)) == 0 && nch == 0);
+        CHECK(pick(t) == NCCL_ALGO_NVLS * NP + NCCL_PROTO_SIMPLE);
+    } else if (strcmp(mode, "warn") == 0) {
+        int b = pick(t);
+        CHECK(nch == 4);
+        /* v2 cannot name a set of cells: NCCL keeps choosing there. */
+        if (g_ver >= 3)
+            CHECK(b == NCCL_ALGO_TREE * NP + NCCL_PROTO_LL);
+        else
+            CHECK(b == NCCL_ALGO_NVLS * NP + NCCL_PROTO_SIMPLE);
+    } else if (strcmp(mode, "critical") == 0) {
+        CHECK(nch == 1);
+        CHECK(pick(t) == NCCL_ALGO_RING * NP + NCCL_PROTO_SIMPLE);
+        table(t, 0); /* no Ring/Simple: the cheapest offered survives */
+        CHECK(t_coll(ctx, ncclFuncAllReduce, 1 << 20, t, &nch) == 0);
+        CHECK(pick(t) >= 0);
+        if (g_ver >= 3)
+            CHECK(pick(t) == NCCL_ALGO_NVLS * NP + NCCL_PROTO_SIMPLE);
+    } else if (strcmp(mode, "rules") == 0) {
+        /* rules.csv: allreduce 0..64K -> ring/ll 2 channels (nNodes 2);
+         * allreduce 64K+1..1G -> tree/simple NCCL's channels. */
+        table(t, 1);
+        CHECK(t_coll(ctx, ncclFuncAllReduce, 4096, t, &nch) == 0);
+        CHECK(pick(t) == NCCL_ALGO_RING * NP + NCCL_PROTO_LL && nch == 2);
+        table(t, 1);
+        CHECK(t_coll(ctx, ncclFuncAllReduce, 8 << 20, t, &nch) == 0);
+        CHECK(pick(t) == NCCL_ALGO_TREE * NP + NCCL_PROTO_SIMPLE && nch == 0);
+        table(t, 1); /* no rule for broadcast: NCCL's choice */
+        memcpy(orig, t, sizeof(t));
+        CHECK(t_coll(ctx, ncclFuncBroadcast, 4096, t, &nch) == 0);
+        CHECK(memcmp(t, orig, sizeof(t)) == 0 && nch == 0);
+    }
+    CHECK(t_fini(ctx) == 0);
+    /* init -> finalize -> init */
+    CHECK(t_init(&ctx, 2, 1) == 0 && t_fini(ctx) == 0);
+    dlclose(lib);
+    printf("tuner v%d %s: %s\n", g_ver, mode, g_fail ? "FAILED" : "passed");
+    return g_fail;
+}
