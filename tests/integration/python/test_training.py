@@ -5,8 +5,11 @@ with backward_passes_per_step=2, and through DDP with ddp_comm_hook) ends
 with the parameters one process gets on the whole batch; optimizer state
 (SGD with momentum, Adam) broadcast from root; a second wrap of the same
 parameters reduces each gradient once per step; non-leaf tensors are
-refused by the state broadcasts before anything is sent."""
+refused by the state broadcasts before anything is sent.
+CG_TEST_DEVICE=cuda runs the same on CUDA tensors (rank i on GPU
+local rank % GPUs; integration/gpu/py_equivalence.sh)."""
 import copy
+import os
 import socket
 
 import pytest
@@ -18,16 +21,30 @@ import collguard.torch as hvd
 BATCH, STEPS = 24, 20
 
 
+def _device():
+    if os.environ.get("CG_TEST_DEVICE", "cpu") != "cuda":
+        return torch.device("cpu")
+    local = int(os.environ.get("CG_RUN_LOCAL_RANK",
+                               os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK",
+                                              "0")))
+    dev = torch.device("cuda", local % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    return dev
+
+
+DEV = _device()
+
+
 def _model():
     torch.manual_seed(7)
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
-                               torch.nn.Linear(16, 4))
+                               torch.nn.Linear(16, 4)).to(DEV)
 
 
 def _data():
     g = torch.Generator().manual_seed(11)
-    return torch.randn(BATCH, 8, generator=g), torch.randn(BATCH, 4,
-                                                           generator=g)
+    return (torch.randn(BATCH, 8, generator=g).to(DEV),
+            torch.randn(BATCH, 4, generator=g).to(DEV))
 
 
 def _slice(t):
@@ -105,7 +122,7 @@ def test_optimizer_state_broadcast(make):
     opt = make(model.parameters())
     for _ in range(r + 1):  # different state on every rank
         opt.zero_grad()
-        (model(torch.randn(4, 8)) ** 2).sum().backward()
+        (model(torch.randn(4, 8).to(DEV)) ** 2).sum().backward()
         opt.step()
     for g in opt.param_groups:
         g["lr"] = 0.1 * (r + 1)
@@ -150,5 +167,5 @@ def test_non_leaf_tensors_are_refused_before_anything_is_sent():
     assert "ok" not in str(e.value).split(":")[-2]
     hvd.broadcast_parameters(model.state_dict(), 0)
     hvd.broadcast_parameters(model.named_parameters(), 0)
-    assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == \
+    assert hvd.allreduce(torch.ones(2).to(DEV), op=hvd.Sum).tolist() == \
         [float(hvd.size())] * 2
