@@ -77,6 +77,7 @@ cg_status_t cg_cuda_probe_init(cg_mem_probe_t *probe_p)
     }
     probe_p->name = "cuda";
     probe_p->kind = CG_MEM_KIND_DEVICE;
+    probe_p->device = dev;
     probe_p->read = cg__cuda_probe_read;
     probe_p->arg = (void *)(intptr_t)dev;
     return CG_OK;
