@@ -258,7 +258,7 @@ size_t cg_metrics_format(char *buf, size_t len, int rank,
 {
     cg__out_t o = {.buf = buf, .len = len, .need = 0};
 
-    if (snap->device >= 0)
+    if (snap->kind == CG_MEM_KIND_DEVICE && snap->device >= 0)
         snprintf(o.labels, sizeof(o.labels), "rank=\"%d\",device=\"%d\"",
                  rank, snap->device);
     else
