@@ -49,3 +49,14 @@ if(PkgConfig_FOUND)
     set(CG_HAVE_CRITERION 1)
   endif()
 endif()
+
+# libmicrohttpd (Debian: libmicrohttpd-dev): the metrics endpoint
+# (CG_METRICS_PORT); without it the endpoint is not built and setting the
+# variable is an error at start.
+set(CG_HAVE_MICROHTTPD 0)
+if(CG_WITH_MICROHTTPD AND PkgConfig_FOUND)
+  pkg_check_modules(MICROHTTPD QUIET IMPORTED_TARGET libmicrohttpd)
+  if(MICROHTTPD_FOUND)
+    set(CG_HAVE_MICROHTTPD 1)
+  endif()
+endif()

@@ -215,6 +215,18 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      1000000000ull,
      "How often CG_METRICS_FILE is rewritten (bare number: seconds; at "
      "least 10ms)."},
+    {CG_CFG_METRICS_PORT, "CG_METRICS_PORT", {NULL, NULL}, CG__T_INT, "0",
+     CG__OFF(metrics_port), NULL, 0, 1000000, 0,
+     "Horovod shim: serve the metrics (the same text as CG_METRICS_FILE) "
+     "over HTTP at http://CG_METRICS_ADDR:PORT/metrics from a background "
+     "thread, PORT = this value + the local rank (ranks of one host get "
+     "consecutive ports); GET /metrics only. 0: no endpoint. A port above "
+     "65535, in use or a build without libmicrohttpd is an error at start "
+     "and the job goes on without the endpoint."},
+    {CG_CFG_METRICS_ADDR, "CG_METRICS_ADDR", {NULL, NULL}, CG__T_STRING,
+     "127.0.0.1", CG__OFF(metrics_addr), NULL, 0, 63, 0,
+     "IPv4 address the CG_METRICS_PORT endpoint listens on (0.0.0.0: every "
+     "interface; default: loopback only)."},
     {CG_CFG_CPU_OPERATIONS, "CG_CPU_OPERATIONS",
      {"HOROVOD_CPU_OPERATIONS", NULL}, CG__T_ENUM, "COLLGUARD",
      CG__OFF(cpu_operations), backends, 0, CG_BACKEND_NCCL, 0,

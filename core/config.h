@@ -102,6 +102,8 @@ typedef enum {
     CG_CFG_STALL_CHECK_DISABLE,
     CG_CFG_METRICS_FILE,
     CG_CFG_METRICS_PERIOD,
+    CG_CFG_METRICS_PORT,
+    CG_CFG_METRICS_ADDR,
     CG_CFG_CPU_OPERATIONS,
     CG_CFG_GPU_OPERATIONS,
     CG_CFG_TIMELINE,
@@ -150,6 +152,8 @@ typedef struct cg_config {
     bool stall_check_disable;
     char metrics_file[256];      /* Prometheus textfile; "": none */
     uint64_t metrics_period_ns;  /* how often it is rewritten */
+    int metrics_port;            /* HTTP endpoint base port; 0: none */
+    char metrics_addr[64];       /* address it listens on */
     cg_backend_kind_t cpu_operations; /* host tensors */
     cg_backend_kind_t gpu_operations; /* CUDA tensors */
     char timeline[1024];         /* Chrome trace path, "DYNAMIC" or "" */

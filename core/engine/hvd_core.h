@@ -211,6 +211,7 @@ struct cg_hvd_core {
     cg_hvd_entry_t **entry_pool; /* freed entries kept for reuse (a stack) */
     size_t pool_len;
     struct cg_metrics *metrics; /* CG_METRICS_FILE (hvd_metrics.c); NULL */
+    struct cg_metrics_http *metrics_http; /* CG_METRICS_PORT; NULL */
     struct cg_hvd_tl *tl;     /* CG_TIMELINE on rank 0 (hvd_timeline.c) */
     cg_backend_t *be_cpu;     /* host tensors (CG_CPU_OPERATIONS) */
     cg_backend_t *be_gpu;     /* CUDA tensors (CG_GPU_OPERATIONS); may be

@@ -16,7 +16,9 @@
 
 #include "core/base/error.h"
 #include "core/engine/hvd_copy.h"
+#include "core/base/clock.h"
 #include "core/engine/hvd_core.h"
+#include "core/engine/hvd_metrics.h"
 #include "core/backend/hvd_gpu.h"
 #include "core/engine/hvd_timeline.h"
 
@@ -212,6 +214,7 @@ static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
     char *fbuf = cg__fusion_buffer(core, head, &cap);
     bool staged = head->w.device < 0 && be->ops->allreduce_staged != NULL;
     int group = (int)i + 1;
+    uint64_t t0 = cg_now_ns();
     cg_status_t st = CG_OK;
 
     for (size_t j = i; j < core->ready_len; j++) {
@@ -231,6 +234,8 @@ static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
         st = cg__fused_packed(core, be, fbuf, off, i, group);
     cg__count_call(core, n);
     core->tstats.fused_bytes += n > 1 ? off : 0;
+    core->tstats.allreduce_bytes += off;
+    cg_hvd_metrics_op(core, CG_HVD_ALLREDUCE, cg_now_ns() - t0);
     cg_hvd_complete_begin(core); /* one lock and one wake-up for all */
     for (size_t j = i; j < core->ready_len; j++) {
         cg_hvd_ready_prefetch(core, j);
@@ -258,7 +263,7 @@ static cg_status_t cg__allreduce(cg_hvd_core_t *core, size_t i)
         return st; /* the request fails with the core (cg_hvd_fail_all) */
     if (bytes > 0 && cg__fusion_buffer(core, e, &cap) != NULL && bytes <= cap)
         return cg__fused_allreduce(core, i);
-    uint64_t tl_t0 = cg_hvd_tl_now(core);
+    uint64_t tl_t0 = cg_hvd_tl_now(core), t0 = cg_now_ns();
     if (e->w.device < 0 && be->ops->allreduce_staged != NULL &&
         core->size > 2) /* the ring on its own segments, as when fused */
         st = cg_hvd_single_staged(core, be, e);
@@ -266,6 +271,8 @@ static cg_status_t cg__allreduce(cg_hvd_core_t *core, size_t i)
         st = cg__run_allreduce(core, be, e, e->local->input,
                                e->local->output, e->local->count);
     cg__count_call(core, 1);
+    core->tstats.allreduce_bytes += bytes;
+    cg_hvd_metrics_op(core, CG_HVD_ALLREDUCE, cg_now_ns() - t0);
     cg_hvd_tl_single(core, e, tl_t0, be->ops->allreduce_activity);
     e->done = true;
     cg_hvd_req_complete(core, e->local, st,
@@ -278,14 +285,17 @@ static cg_status_t cg__broadcast(cg_hvd_core_t *core, cg_hvd_entry_t *e)
     struct cg_hvd_req *req = e->local;
     cg_backend_t *be = cg__backend(core, e);
     cg_status_t st = cg__fault(core, be);
-    uint64_t tl_t0 = cg_hvd_tl_now(core);
+    uint64_t tl_t0 = cg_hvd_tl_now(core), t0 = cg_now_ns();
+    size_t bytes = req->count * cg_dtype_size(e->w.dtype);
 
     if (st != CG_OK)
         return st;
     if (core->rank == e->w.root && req->output != req->input && req->count)
-        cg_hvd_copy_in(core, e, req->output, req->input,
-                       req->count * cg_dtype_size(e->w.dtype));
+        cg_hvd_copy_in(core, e, req->output, req->input, bytes);
     st = cg__run_broadcast(core, be, e, req->output, req->count);
+    core->tstats.broadcast_calls++;
+    core->tstats.broadcast_bytes += bytes;
+    cg_hvd_metrics_op(core, CG_HVD_BROADCAST, cg_now_ns() - t0);
     cg_hvd_tl_single(core, e, tl_t0, be->ops->broadcast_activity);
     cg_hvd_req_complete(core, req, st, st == CG_OK ? NULL : cg_last_error());
     return st;

@@ -18,7 +18,9 @@
 
 #include "core/base/error.h"
 #include "core/engine/hvd_copy.h"
+#include "core/base/clock.h"
 #include "core/engine/hvd_core.h"
+#include "core/engine/hvd_metrics.h"
 #include "core/backend/hvd_gpu.h"
 #include "core/engine/hvd_timeline.h"
 
@@ -289,7 +291,7 @@ static void cg__complete(cg_hvd_core_t *core, size_t i, int group,
 cg_status_t cg_hvd_allgather_run(cg_hvd_core_t *core, size_t i)
 {
     cg_hvd_entry_t *head = core->ready[i];
-    uint64_t tl_t0 = cg_hvd_tl_now(core);
+    uint64_t tl_t0 = cg_hvd_tl_now(core), t0 = cg_now_ns();
     int group = (int)i + 1;
     size_t *blocks = NULL, n, bytes;
     cg_status_t st;
@@ -312,6 +314,13 @@ cg_status_t cg_hvd_allgather_run(cg_hvd_core_t *core, size_t i)
     if (issued) {
         core->tstats.allgather_calls++;
         core->tstats.allgather_tensors += n;
+        for (size_t j = i; j < core->ready_len; j++) {
+            size_t b;
+            if (core->ready[j]->group == group &&
+                cg__result_bytes(core, core->ready[j], &b))
+                core->tstats.allgather_bytes += b;
+        }
+        cg_hvd_metrics_op(core, CG_HVD_ALLGATHER, cg_now_ns() - t0);
     }
     if (issued && n == 1)
         cg_hvd_tl_single(core, head, tl_t0, CG__GATHER_ACTIVITY);

@@ -17,6 +17,9 @@
 cg_status_t cg_hvd_metrics_start(cg_hvd_core_t *core);
 /* Background thread, once per cycle: rewrites the file when due. */
 void cg_hvd_metrics_tick(cg_hvd_core_t *core);
+/* Background thread: one collective of type (cg_hvd_op_type_t) took ns,
+ * into the latency histogram of core->tstats. */
+void cg_hvd_metrics_op(cg_hvd_core_t *core, int type, uint64_t ns);
 /* After the thread ended: a last write (final_write) and the free. */
 void cg_hvd_metrics_stop(cg_hvd_core_t *core, bool final_write);
 

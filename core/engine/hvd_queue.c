@@ -131,12 +131,14 @@ static cg_status_t cg__duplicate(cg_hvd_core_t *core, struct cg_hvd_req *prim,
     cg_hvd_name_t *n;
 
     if (core->dup_policy == CG_DUP_POLICY_ERROR ||
-        !cg__same_request(prim, req))
+        !cg__same_request(prim, req)) {
+        core->stats.duplicates_refused++;
         return cg_error_set(CG_ERR_INVALID_PARAM, "%s (tensor '%s'%s)",
                             CG__DUP_TEXT, req->w.name,
                             core->dup_policy == CG_DUP_POLICY_ERROR
                                 ? ", CG_DUPLICATE_POLICY=error"
                                 : ": a different buffer, size or op");
+    }
     cg_list_push(&prim->followers, &req->follow_link);
     core->stats.duplicates++;
     CG_HVD_FOR(it, &core->warned)
@@ -341,12 +343,16 @@ cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
 
     if (st != CG_OK)
         return st;
-    if ((t->flags & CG_HVD_REQUIRES_GRAD) && !(t->flags & CG_HVD_IS_LEAF))
+    if ((t->flags & CG_HVD_REQUIRES_GRAD) && !(t->flags & CG_HVD_IS_LEAF)) {
+        pthread_mutex_lock(&core->lock);
+        core->stats.nonleaf_rejected++;
+        pthread_mutex_unlock(&core->lock);
         return cg_error_set(CG_ERR_INVALID_PARAM, "broadcast of tensor '%s': "
                             "it requires grad and is not a leaf (it has a "
                             "grad_fn), so broadcasting it would build autograd "
                             "graph; broadcast the leaf tensor instead, or "
                             ".detach() it first", t->name);
+    }
     if (root < 0 || root >= core->size)
         return cg_error_set(CG_ERR_INVALID_PARAM, "broadcast of tensor '%s': "
                             "root rank %d, the job has ranks 0 to %d",
@@ -416,6 +422,13 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core)
     s->allgather_tensors = t->allgather_tensors;
     s->negotiate_ns = t->negotiate_ns;
     s->execute_ns = t->execute_ns;
+    s->broadcast_calls = t->broadcast_calls;
+    s->allreduce_bytes = t->allreduce_bytes;
+    s->broadcast_bytes = t->broadcast_bytes;
+    s->allgather_bytes = t->allgather_bytes;
+    memcpy(s->op_count, t->op_count, sizeof(s->op_count));
+    memcpy(s->op_ns, t->op_ns, sizeof(s->op_ns));
+    memcpy(s->op_bucket, t->op_bucket, sizeof(s->op_bucket));
 }
 
 void cg_hvd_complete_begin(cg_hvd_core_t *core)

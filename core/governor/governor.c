@@ -108,6 +108,8 @@ static void cg__governor_resize(cg_governor_t *gov, int halvings,
                                  cfg->fusion_min, halvings);
     if (gov->chunk == old_chunk && gov->fusion == old_fusion)
         return;
+    if (gov->chunk < old_chunk || gov->fusion < old_fusion)
+        gov->degrades++;
     cg_info(gov->log, "chunk %s -> %s, fusion buffer %s -> %s (%s)",
             cg_format_size(old_chunk, b[0], sizeof(b[0])),
             cg_format_size(gov->chunk, b[1], sizeof(b[1])),
@@ -192,6 +194,7 @@ static void cg__governor_early_warning(cg_governor_t *gov, uint64_t now,
     if (!cg_oom_watch_check(&gov->oom, gov->oom_eta_s, now))
         return;
     gov->early_warnings++;
+    gov->last_warning_ns = now;
     cg_warn(gov->log, "out of memory projected in %.1fs (free %s, window "
             "%.1fs); shrinking buffers", gov->oom_eta_s,
             cg_format_size(gov->free_bytes, b, sizeof(b)),
@@ -419,6 +422,15 @@ void cg_governor_snapshot(const cg_governor_t *gov,
     snap->pressure = g->fsm.level;
     snap->oom_eta_s = g->oom_eta_s;
     snap->early_warnings = g->early_warnings;
+    snap->degrades = g->degrades;
+    snap->device = g->probe.kind == CG_MEM_KIND_DEVICE &&
+                           g->probe.device != NULL
+                       ? g->probe.device(g->probe.arg)
+                       : -1;
+    snap->early_warning_age_s =
+        g->early_warnings == 0
+            ? -1.0
+            : (double)(g->now_ns(g->clock_arg) - g->last_warning_ns) / 1e9;
     pthread_mutex_unlock(&g->lock);
     for (int c = 0; c < CG_MEM_CAT_COUNT; c++) {
         snap->current_bytes[c] = cg_memacct_current(&g->acct, c);

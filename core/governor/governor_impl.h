@@ -43,6 +43,8 @@ struct cg_governor {
     uint64_t nccl_buffsize;
     double oom_eta_s;
     uint64_t early_warnings;
+    uint64_t last_warning_ns; /* clock of the last early warning */
+    uint64_t degrades;        /* steps that shrank chunk or fusion */
 };
 
 /* Halves the current chunk and fusion sizes one step toward their floors

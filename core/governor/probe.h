@@ -21,6 +21,9 @@ typedef struct cg_mem_probe {
     cg_mem_kind_t kind;
     cg_status_t (*read)(void *arg, uint64_t *free_p, uint64_t *total_p);
     void *arg;
+    /* CG_MEM_KIND_DEVICE: the CUDA ordinal read now (it follows the
+     * rank's first CUDA tensor); NULL: none (-1). */
+    int (*device)(void *arg);
 } cg_mem_probe_t;
 
 /* Paths are injectable for tests; NULL selects the real files (zero the

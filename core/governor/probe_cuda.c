@@ -237,6 +237,14 @@ static cg_status_t cg__cuda_probe_read(void *arg, uint64_t *free_p,
     return st;
 }
 
+static int cg__cuda_probe_device(void *arg)
+{
+    cg_cuda_probe_t *cp = arg;
+
+    return cg_cuda_probe_pick(atomic_load(&cp->device),
+                              atomic_load(&cp->local_rank), cp->ndev);
+}
+
 cg_status_t cg_cuda_probe_create(cg_cuda_probe_t **cp_p,
                                  cg_mem_probe_t *probe_p)
 {
@@ -260,6 +268,7 @@ cg_status_t cg_cuda_probe_create(cg_cuda_probe_t **cp_p,
     *cp_p = cp;
     probe_p->name = "cuda";
     probe_p->kind = CG_MEM_KIND_DEVICE;
+    probe_p->device = cg__cuda_probe_device;
     probe_p->read = cg__cuda_probe_read;
     probe_p->arg = cp;
     return CG_OK;

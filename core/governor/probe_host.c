@@ -200,6 +200,7 @@ void cg_host_probe_init(cg_host_probe_t *hp, cg_mem_probe_t *probe_p)
 {
     probe_p->name = "host";
     probe_p->kind = CG_MEM_KIND_HOST;
+    probe_p->device = NULL;
     probe_p->read = cg_host_probe_read;
     probe_p->arg = hp;
 }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The metrics file (CG_METRICS_FILE): the governor's decisions, memory
- * accounting and the Horovod shim's counters in Prometheus' text exposition
- * format, as node_exporter's textfile collector reads it, rewritten
- * atomically (a temporary file, then rename) every CG_METRICS_PERIOD.
- * Layer: core/observe; calls the governor and core/base, nothing in transport/.
+ * The metrics file (CG_METRICS_FILE): the text of metrics_format.h (the
+ * governor's decisions, memory accounting and the Horovod shim's counters
+ * in Prometheus' text exposition format), as node_exporter's textfile
+ * collector reads it, rewritten atomically (a temporary file, then rename)
+ * every CG_METRICS_PERIOD. Layer: core/observe; calls the governor, the
+ * renderer and core/base, nothing in transport/.
  */
 #ifndef CG_CORE_METRICS_H
 #define CG_CORE_METRICS_H
@@ -18,6 +19,7 @@
 #include "collguard/status.h"
 #include "core/base/log.h"
 #include "core/governor/governor.h"
+#include "core/observe/metrics_format.h"
 
 typedef struct cg_metrics cg_metrics_t;
 
@@ -50,13 +52,5 @@ bool cg_metrics_due(const cg_metrics_t *metrics, uint64_t now_ns);
  * warning once until a write succeeds again. */
 cg_status_t cg_metrics_write(cg_metrics_t *metrics,
                              const cg_hvd_stats_t *stats, uint64_t now_ns);
-
-/* The exposition text, snprintf-style: writes at most len bytes (NUL
- * included) and returns the length the whole text needs. Pure; exposed
- * for tests. */
-size_t cg_metrics_format(char *buf, size_t len, int rank,
-                         const char *probe_name,
-                         const cg_governor_snapshot_t *snap,
-                         const cg_hvd_stats_t *stats);
 
 #endif

@@ -64,6 +64,13 @@ typedef struct cg_hvd_tensor {
     int device;
 } cg_hvd_tensor_t;
 
+/* Upper bounds, in seconds, of the collective latency histogram's
+ * buckets (cg_hvd_stats_t.op_bucket), as an initialiser list. */
+#define CG_HVD_OP_BUCKETS 16
+#define CG_HVD_OP_BUCKET_BOUNDS_S                                             \
+    {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  \
+     0.25, 0.5, 1.0, 2.5, 5.0, 10.0}
+
 /* Counters of a core since create (read with cg_hvd_core_stats). */
 typedef struct cg_hvd_stats {
     uint64_t cycles;             /* negotiation rounds run */
@@ -85,6 +92,22 @@ typedef struct cg_hvd_stats {
      * running it (copies, collectives, completion). */
     uint64_t negotiate_ns;
     uint64_t execute_ns;
+    uint64_t broadcast_calls;    /* collectives issued for broadcasts */
+    /* Payload bytes of this rank's tensors: allreduced, broadcast (the
+     * tensor's size on every rank) and gathered (the whole result). */
+    uint64_t allreduce_bytes, broadcast_bytes, allgather_bytes;
+    uint64_t duplicates_refused; /* second enqueues of a name in flight
+                                  * refused (policy error or different
+                                  * request); coalesced: duplicates */
+    uint64_t nonleaf_rejected;   /* broadcasts refused: grad, not a leaf */
+    /* Collective latency by op (index cg_hvd_op_type_t): one fused group, a
+     * tensor alone, a broadcast, a fused allgather, from the start of its
+     * copies to its completion. op_bucket[op][b]: ops that took at most
+     * CG_HVD_OP_BUCKET_BOUNDS_S[b] seconds and more than the bound before
+     * (not cumulative); the last holds those above every bound. */
+    uint64_t op_count[3];
+    uint64_t op_ns[3];
+    uint64_t op_bucket[3][CG_HVD_OP_BUCKETS + 1];
 } cg_hvd_stats_t;
 
 /* Collective over the ctx's bootstrap (ctx created with

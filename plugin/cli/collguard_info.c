@@ -3,7 +3,9 @@
  * collguard-info: what this build contains (version, optional parts), what
  * it sees at run time (CUDA devices, transports, socket interface) and the
  * governor's current decisions for host and device memory; -c lists every
- * configuration variable. Layer: plugin (a command over core/transport).
+ * configuration variable; --estimate prints the memory estimate of a
+ * model (cli/info_estimate.c). Layer: plugin (a command over
+ * core/transport).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +14,9 @@
 #include "collguard/collguard.h"
 #include "core/base/parse.h"
 #include "core/context.h"
+#include "core/observe/metrics_http.h"
 #include "plugin/cli/info_cuda.h"
+#include "plugin/cli/info_estimate.h"
 #include "transport/sock.h"
 #include "transport/transport.h"
 
@@ -20,9 +24,13 @@ static void cg__usage(FILE *out)
 {
     fprintf(out,
             "usage: collguard-info [-c] [--markdown] [-h]\n"
+            "       collguard-info --estimate [COUNT] [--shapes FILE] "
+            "[estimate options]\n"
             "  (none)       build, devices, transports, governor budget\n"
             "  -c           every configuration variable: value, doc\n"
-            "  --markdown   the variable table as Markdown (for the README)\n");
+            "  --markdown   the variable table as Markdown (for the README)\n"
+            "  --estimate   memory per rank of data-parallel training "
+            "(--estimate -h: its options)\n");
 }
 
 static void cg__print_snapshot(const char *what, cg_governor_t *gov)
@@ -95,6 +103,8 @@ int main(int argc, char **argv)
     cg_ctx_h ctx;
     unsigned f = cg_build_features();
 
+    if (argc > 1 && strcmp(argv[1], "--estimate") == 0)
+        return cg_info_estimate(argc - 2, argv + 2);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0) {
             list = true;
@@ -133,6 +143,8 @@ int main(int argc, char **argv)
            (f & CG_FEATURE_NCCL) ? "yes" : "no",
            (f & CG_FEATURE_MPI) ? "yes" : "no",
            (f & CG_FEATURE_UCX) ? "yes" : "no");
+    printf("metrics endpoint (CG_METRICS_PORT, libmicrohttpd): %s\n",
+           cg_metrics_http_built() ? "yes" : "no");
     printf("devices:\n");
     cg_info_cuda();
 
