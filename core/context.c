@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collguard/estimate.h"
 #include "core/base/error.h"
 
 extern char **environ;
@@ -209,5 +210,19 @@ cg_status_t cg_ctx_governor_snapshot(cg_ctx_h ctx,
     if (st != CG_OK)
         return st;
     cg_governor_snapshot(ctx->gov, snap);
+    return CG_OK;
+}
+
+cg_status_t cg_ctx_estimate_params(cg_ctx_h ctx, cg_estimate_params_t *p)
+{
+    if (ctx == NULL || p == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM,
+                            "cg_ctx_estimate_params: NULL argument");
+    p->reserve_bytes = cg_config_resolve_size(&ctx->cfg.mem_reserve,
+                                              p->total_bytes);
+    p->fusion_threshold = ctx->cfg.fusion_threshold;
+    p->fusion_min = ctx->cfg.fusion_min;
+    p->nccl_buffsize = ctx->cfg.nccl_buffsize;
+    p->nccl_buffsize_min = ctx->cfg.nccl_buffsize_min;
     return CG_OK;
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "collguard/api.h"
+#include "collguard/collguard.h"
 #include "collguard/status.h"
 #include "collguard/types.h"
 
@@ -96,6 +97,12 @@ typedef struct cg_estimate {
  * over a parameter dtype other than f32, or a value out of its list. */
 CG_API cg_status_t cg_estimate(const cg_estimate_params_t *params,
                                cg_estimate_t *est);
+/* The configured caps and floors of a context (CG_MEM_RESERVE resolved
+ * against params->total_bytes, so set that first; CG_FUSION_THRESHOLD,
+ * CG_FUSION_MIN, NCCL_BUFFSIZE, CG_NCCL_BUFFSIZE_MIN) into params, as
+ * collguard-info --estimate and collguard.torch.estimate_memory use them. */
+CG_API cg_status_t cg_ctx_estimate_params(cg_ctx_h ctx,
+                                          cg_estimate_params_t *params);
 /* Name lookups of the three lists ("adamw" -> CG_EST_ADAMW); -1 when
  * the name is not in the list. */
 CG_API int cg_est_optimizer_parse(const char *name);

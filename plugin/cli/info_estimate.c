@@ -315,12 +315,7 @@ int cg_info_estimate(int argc, char **argv)
     } else {
         rc = cg__probe(ctx, &p, &n.device);
     }
-    p.reserve_bytes = cg_config_resolve_size(&ctx->cfg.mem_reserve,
-                                             p.total_bytes);
-    p.fusion_threshold = ctx->cfg.fusion_threshold;
-    p.fusion_min = ctx->cfg.fusion_min;
-    p.nccl_buffsize = ctx->cfg.nccl_buffsize;
-    p.nccl_buffsize_min = ctx->cfg.nccl_buffsize_min;
+    (void)cg_ctx_estimate_params(ctx, &p);
     cg_ctx_destroy(ctx);
     if (rc != 0)
         return rc;

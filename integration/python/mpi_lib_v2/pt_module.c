@@ -49,6 +49,9 @@ static PyMethodDef pt__methods[] = {
      "the memory governor's state: level, budget, free bytes, OOM ETA"},
     {"collguard_core_stats", pt_core_stats, METH_NOARGS,
      "the engine's counters (cg_hvd_stats_t)"},
+    {"collguard_estimate", pt_estimate, METH_VARARGS,
+     "estimate(params, dtype, optimizer, mixed, ranks, backend, free, "
+     "total) -> dict: collguard-info --estimate's numbers"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef pt__module = {

@@ -21,6 +21,7 @@ from collguard.torch.ddp import ddp_comm_hook
 from collguard.torch.functions import (allgather_object, broadcast_object,
                                        broadcast_optimizer_state,
                                        broadcast_parameters)
+from collguard.torch.estimate import estimate_memory
 from collguard.torch.memory import (memory_pressure, on_memory_pressure,
                                     remove_memory_pressure_callback)
 from collguard.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum,
