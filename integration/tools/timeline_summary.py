@@ -4,8 +4,10 @@
 # the text rendered from that dict: operations and their latency, fusion
 # efficiency (tensors and bytes per collective), the top tensors by time,
 # time in negotiation versus execution, and the governor (samples, pressure
-# changes, early warnings, degrade events). Times are microseconds, as in
-# the trace; sizes are bytes.
+# changes, early warnings, degrade events: the chunk shrinks the trace's
+# CHUNK_RESIZE instants record, and the fusion buffer's drops between
+# counter samples). Times are microseconds, as in the trace; sizes are
+# bytes.
 import collections
 
 LEVELS = {"PRESSURE_OK": "ok", "PRESSURE_WARN": "warn",
@@ -88,7 +90,8 @@ def _governor(tl):
          "fusion_buffer_bytes": _series(tl, "governor.fusion_buffer"),
          "chunk_bytes": _series(tl, "governor.chunk"),
          "pressure_changes": [], "early_warnings": [], "alloc_retries": [],
-         "chunk_resizes": {"down": 0, "up": 0}, "degrades": []}
+         "chunk_resizes": {"down": 0, "up": 0}, "degrades": [],
+         "fusion_drops": []}
     for ts, name, a in tl.instants:
         if name in LEVELS:
             g["pressure_changes"].append(
@@ -106,14 +109,13 @@ def _governor(tl):
             down = a.get("to", 0) < a.get("from", 0)
             g["chunk_resizes"]["down" if down else "up"] += 1
             if down:
-                g["degrades"].append({"ts": ts, "what": "chunk",
-                                      "from": a["from"], "to": a["to"]})
+                g["degrades"].append({"ts": ts, "from": a["from"],
+                                      "to": a["to"]})
+    # The fusion buffer the ranks agreed on, as the counters sampled it.
     fusion = tl.counters.get("governor.fusion_buffer", [])
     for (_, a), (ts, b) in zip(fusion, fusion[1:]):
         if b < a:
-            g["degrades"].append({"ts": ts, "what": "fusion_buffer",
-                                  "from": a, "to": b})
-    g["degrades"].sort(key=lambda d: (d["ts"], d["what"]))
+            g["fusion_drops"].append({"ts": ts, "from": a, "to": b})
     return g
 
 
@@ -182,14 +184,16 @@ def _governor_text(g, out):
             ms(r["ts"]), r["category"], size(r["failed_bytes"]),
             size(r["next_bytes"])))
     cr = g["chunk_resizes"]
-    out.append("  degrade events: %d (chunk shrinks %d, grows %d; fusion "
-               "buffer drops between samples %d)" % (
-                   len(g["degrades"]), cr["down"], cr["up"],
-                   sum(1 for d in g["degrades"]
-                       if d["what"] == "fusion_buffer")))
+    out.append("  degrade events: %d (chunk shrinks; the chunk grew back %d "
+               "times)" % (cr["down"], cr["up"]))
     for d in g["degrades"]:
-        out.append("    %10s  %s %s -> %s" % (ms(d["ts"]), d["what"],
-                                              size(d["from"]), size(d["to"])))
+        out.append("    %10s  chunk %s -> %s" % (ms(d["ts"]), size(d["from"]),
+                                                 size(d["to"])))
+    out.append("  fusion buffer drops between counter samples: %d"
+               % len(g["fusion_drops"]))
+    for d in g["fusion_drops"]:
+        out.append("    %10s  fusion buffer %s -> %s" % (
+            ms(d["ts"]), size(d["from"]), size(d["to"])))
 
 
 def render(s, top):
