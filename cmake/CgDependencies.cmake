@@ -6,10 +6,28 @@ set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)
 
 set(CG_HAVE_CUDA 0)
+set(CG_HAVE_CUDA_KERNELS 0)
 if(CG_WITH_CUDA)
   find_package(CUDAToolkit QUIET)
   if(CUDAToolkit_FOUND AND TARGET CUDA::cudart_static)
     set(CG_HAVE_CUDA 1)
+    # The shim's CUDA kernels (batched copies) need CUDA's compiler; without
+    # it the same copies are made one cudaMemcpyAsync each. Hopper by
+    # default (HOPPER.md); -DCMAKE_CUDA_ARCHITECTURES=... for other GPUs.
+    include(CheckLanguage)
+    check_language(CUDA)
+    if(CMAKE_CUDA_COMPILER)
+      if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+        set(CMAKE_CUDA_ARCHITECTURES 90)
+      endif()
+      enable_language(CUDA)
+      # Link with the C compiler everywhere (no separable compilation, and
+      # the CUDA runtime is linked explicitly), so sanitizer and linker
+      # flags keep meaning what they mean for C.
+      set(CMAKE_CUDA_LINKER_PREFERENCE 0)
+      set(CMAKE_CUDA_LINKER_PREFERENCE_PROPAGATES 0)
+      set(CG_HAVE_CUDA_KERNELS 1)
+    endif()
   endif()
 endif()
 

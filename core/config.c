@@ -138,6 +138,12 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
     {CG_CFG_SOCKET_NSOCKS, "CG_SOCKET_NSOCKS", {NULL, NULL}, CG__T_INT, "1",
      CG__OFF(socket_nsocks), NULL, 1, 16, 0,
      "TCP sockets per connection (1-16); large messages are striped."},
+    {CG_CFG_GPU_BATCH_COPIES, "CG_GPU_BATCH_COPIES", {NULL, NULL},
+     CG__T_BOOL, "1", CG__OFF(gpu_batch_copies), NULL, 0, 0, 0,
+     "Horovod shim, CUDA tensors: the copies of a fused group into and out "
+     "of the device fusion buffer (each up to 256KiB) made by one kernel "
+     "launch instead of one cudaMemcpyAsync per tensor; 0: one copy each "
+     "(for comparison). Needs a build with CUDA's compiler."},
     {CG_CFG_UCX_SHM_ZCOPY, "CG_UCX_SHM_ZCOPY", {NULL, NULL}, CG__T_BOOL, "0",
      CG__OFF(ucx_shm_zcopy), NULL, 0, 0, 0,
      "UCX transport: 1 creates endpoints to peers on the same host without "

@@ -37,10 +37,18 @@ cg_status_t cg_hvd_gpu_create(cg_governor_t *gov, const cg_log_t *log,
     gpu->chunk = cfg->chunk_size > 0 ? (size_t)cfg->chunk_size
                                      : CG_HVD_GPU_ALIGN;
     gpu->fusion_min = cfg->fusion_min;
+    gpu->batching = cfg->gpu_batch_copies;
     atomic_init(&gpu->device, -1);
     atomic_init(&gpu->ndev, -1);
     *gpu_p = gpu;
     return CG_OK;
+}
+
+void cg_hvd_gpu_batch_stats(const cg_hvd_gpu_t *gpu, uint64_t *launches,
+                            uint64_t *copies)
+{
+    *launches = gpu->launches;
+    *copies = gpu->batched;
 }
 
 bool cg_hvd_gpu_active(const cg_hvd_gpu_t *gpu)
@@ -108,6 +116,19 @@ static void cg__pinned_free(void *arg, void *ptr, size_t size)
     (void)cudaFreeHost(ptr);
 }
 
+#if !CG_HAVE_CUDA_KERNELS
+/* Built without CUDA's compiler: the queued copies one by one. */
+cg_status_t cg__gpu_batch_launch(const cg__gpu_batch_t *b, void *stream)
+{
+    for (int i = 0; i < b->n; i++)
+        if (cudaMemcpyAsync(b->c[i].dst, b->c[i].src, b->c[i].len,
+                            cudaMemcpyDefault,
+                            (cudaStream_t)stream) != cudaSuccess)
+            return CG_ERR_INTERNAL;
+    return CG_OK;
+}
+#endif
+
 static const cg_mem_backend_t cg__dev_backend = {cg__dev_alloc, cg__dev_free,
                                                  NULL};
 static const cg_mem_backend_t cg__pinned_backend = {cg__pinned_alloc,
@@ -170,6 +191,8 @@ cg_status_t cg__hvd_gpu_start(cg_hvd_gpu_t *gpu)
 
 static void cg__free_dbuf(cg_hvd_gpu_t *gpu)
 {
+    /* Queued copies may still name it (a group that failed half way). */
+    (void)cg_hvd_gpu_sync(gpu);
     cg_governor_free_on(gpu->gov, &cg__dev_backend, CG_MEM_CAT_FUSION,
                         gpu->dbuf, gpu->dbuf_len);
     gpu->dbuf = NULL;
@@ -259,6 +282,36 @@ cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu)
     return CG_OK;
 }
 
+/* True when p lies in the device fusion buffer. */
+static bool cg__in_dbuf(const cg_hvd_gpu_t *gpu, const void *p)
+{
+    const char *c = p, *b = gpu->dbuf;
+    return b != NULL && c >= b && c < b + gpu->dbuf_len;
+}
+
+/* Launches the queued copies (before anything else runs on the stream,
+ * so the stream's order is the order the copies were asked in). */
+static cg_status_t cg__flush_batch(cg_hvd_gpu_t *gpu)
+{
+    int n = gpu->batch.n;
+    cg_status_t st;
+
+    if (n == 0)
+        return CG_OK;
+    st = cg__gpu_batch_launch(&gpu->batch, gpu->stream);
+    gpu->batch.n = 0;
+    if (st != CG_OK) {
+        cudaError_t err = cudaGetLastError();
+        return cg_error_set(CG_ERR_INTERNAL, "CUDA device %d: the batched "
+                            "copy of %d tensors did not launch: %s",
+                            cg_hvd_gpu_device(gpu), n,
+                            cudaGetErrorString(err));
+    }
+    gpu->launches++;
+    gpu->batched += (uint64_t)n;
+    return CG_OK;
+}
+
 cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
                             size_t bytes)
 {
@@ -266,6 +319,19 @@ cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
     cg_status_t st = cg__hvd_gpu_start(gpu);
 
     if (st != CG_OK || bytes == 0)
+        return st;
+    /* A tensor into or out of the device fusion buffer: queued, so a
+     * step's thousand small copies are one kernel launch. */
+    if (gpu->batching && bytes <= CG__GPU_BATCH_BYTES &&
+        (cg__in_dbuf(gpu, dst) || cg__in_dbuf(gpu, src))) {
+        if (gpu->batch.n == CG__GPU_BATCH_MAX &&
+            (st = cg__flush_batch(gpu)) != CG_OK)
+            return st;
+        gpu->batch.c[gpu->batch.n++] = (cg__gpu_copy_t){src, dst, bytes};
+        return CG_OK;
+    }
+    st = cg__flush_batch(gpu);
+    if (st != CG_OK)
         return st;
     err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
                           (cudaStream_t)gpu->stream);
@@ -283,9 +349,13 @@ cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu)
     uint64_t t0 = cg_now_ns(), t;
     struct timespec nap = {0, 20000};
     cudaError_t err;
+    cg_status_t st;
 
     if (gpu->stream == NULL)
         return CG_OK;
+    st = cg__flush_batch(gpu);
+    if (st != CG_OK)
+        return st;
     while ((err = cudaStreamQuery((cudaStream_t)gpu->stream)) ==
            cudaErrorNotReady) {
         t = cg_now_ns() - t0;

@@ -38,6 +38,10 @@ void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu);
 cg_status_t cg_hvd_gpu_check(cg_hvd_gpu_t *gpu, const char *what,
                              const char *name, int device);
 
+/* Batched copies so far: kernel launches and the copies they made. */
+void cg_hvd_gpu_batch_stats(const cg_hvd_gpu_t *gpu, uint64_t *launches,
+                            uint64_t *copies);
+
 /* True once a CUDA tensor was enqueued on this rank. */
 bool cg_hvd_gpu_active(const cg_hvd_gpu_t *gpu);
 

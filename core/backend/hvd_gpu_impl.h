@@ -1,20 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUDA state of the Horovod shim's core, shared by hvd_gpu.c (device,
- * stream, buffers, copies) and hvd_gpu_stage.c (collectives staged through
- * pinned host memory). Private to those files and backend_nccl.c.
+ * stream, buffers, copies), hvd_gpu_batch.cu (many small copies in one
+ * kernel) and hvd_gpu_stage.c (collectives staged through pinned host
+ * memory). Private to those files and backend_nccl.c.
  * Layer: core/backend.
  */
 #ifndef CG_CORE_HVD_GPU_IMPL_H
 #define CG_CORE_HVD_GPU_IMPL_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cg_build.h"
 #include "core/base/log.h"
 #include "core/governor/governor.h"
 #include "core/backend/hvd_gpu.h"
+#include "core/backend/hvd_gpu_batch_impl.h"
 
 #define CG_HVD_GPU_ALIGN 256 /* cudaMalloc's own alignment */
 /* Waits on the GPU poll without sleeping this long first (a sleep costs
@@ -44,6 +47,10 @@ struct cg_hvd_gpu {
     size_t stage_len;
     cg_status_t failed;   /* first failed copy (CG_OK: none) */
     char failed_msg[256];
+    bool batching;        /* CG_GPU_BATCH_COPIES (and a kernel built) */
+    uint64_t launches;    /* batched-copy kernels launched */
+    uint64_t batched;     /* copies they made */
+    cg__gpu_batch_t batch; /* copies queued, launched at the next flush */
 };
 
 /* Sets the device and creates the stream the first time. */
@@ -52,5 +59,6 @@ cg_status_t cg__hvd_gpu_start(cg_hvd_gpu_t *gpu);
 cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu);
 /* True when p lies in the pinned fallback buffer (host-accessible). */
 bool cg__hvd_gpu_host_ptr(const cg_hvd_gpu_t *gpu, const void *p);
+
 
 #endif

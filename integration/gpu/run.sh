@@ -4,7 +4,8 @@
 # CUDA (and UCX when given its headers), runs the GPU checks registered
 # with ctest (label gpu: no CUDA context before the first CUDA tensor,
 # then only on its GPU), the same check on 2 ranks, the shim's GPU smoke
-# (NCCL, COLLGUARD, MPI, pinned fallback), and collguard-info; writes each
+# (NCCL, COLLGUARD, MPI, pinned fallback; batched copies on and off), the
+# step benchmark against NCCL's own calls, and collguard-info; writes each
 # step's output to OUTDIR and a summary table to OUTDIR/summary.txt.
 # Exit 0: every step passed; 77: no CUDA device; else the failures' count.
 # usage: integration/gpu/run.sh OUTDIR [BUILD_DIR] [UCX_HEADERS_DIR]
@@ -52,5 +53,17 @@ step context-2-ranks env HOROVOD_GPU_OPERATIONS=$be \
     "$build/transport/collguard-run" -np 2 --timeout 120s \
     -- "$build/integration/gpu/cuda_context_check"
 step gpu-smoke bash integration/gpu/run_gpu_smoke.sh "$build" 5
+# The same smoke with one cudaMemcpyAsync per tensor (batched copies off).
+step gpu-smoke-unbatched env CG_GPU_BATCH_COPIES=0 \
+    bash integration/gpu/run_gpu_smoke.sh "$build" 3
+# 1000 x 4 KiB CUDA tensors: the shim (NCCL) against NCCL's own calls,
+# batched copies on and off, alternating.
+if [ -x "$build/integration/gpu/gpu_step_bench" ]; then
+    for r in 1 2; do
+        step "step-bench-batched-$r" "$build/integration/gpu/gpu_step_bench"
+        step "step-bench-unbatched-$r" env CG_GPU_BATCH_COPIES=0 \
+            "$build/integration/gpu/gpu_step_bench"
+    done
+fi
 cat "$out/summary.txt"
 exit $failed

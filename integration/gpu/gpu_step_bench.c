@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A step of N small CUDA float32 tensors (default 1000 x 4 KiB) through the
+ * Horovod shim on one rank (HOROVOD_GPU_OPERATIONS=NCCL by default), beside
+ * NCCL itself in the same process: N ncclAllReduce calls on one stream,
+ * and one ncclAllReduce of the fused size. Prints median milliseconds per
+ * step of each, the ratio, the shim's cost beyond NCCL's own fused call
+ * per fused op, the batched-copy kernel launches per step, and what one
+ * sample of the governor's CUDA probe costs against the step. Every
+ * tensor of the last step is checked against its expected sum.
+ *   gpu_step_bench [-n tensors] [-s bytes] [-i steps] [-w warmup]
+ * Exit 0: results right; 1: wrong; 77: no CUDA device.
+ */
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collguard/hvd.h"
+#include "core/context.h"
+#include "core/backend/hvd_gpu.h"
+#include "core/engine/hvd_core.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define CK(x)                                                                 \
+    do {                                                                      \
+        if ((x) != 0) {                                                       \
+            fprintf(stderr, "%s failed\n", #x);                              \
+            return 1;                                                         \
+        }                                                                     \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    int n = 1000, steps = 30, warm = 5, opt, ndev = 0;
+    size_t bytes = 4096;
+
+    while ((opt = getopt(argc, argv, "n:s:i:w:")) != -1) {
+        switch (opt) {
+        case 'n': n = atoi(optarg); break;
+        case 's': bytes = (size_t)atol(optarg); break;
+        case 'i': steps = atoi(optarg); break;
+        case 'w': warm = atoi(optarg); break;
+        default:
+            fprintf(stderr, "usage: %s [-n tensors] [-s bytes] [-i steps] "
+                    "[-w warmup]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    setenv("HOROVOD_GPU_OPERATIONS", getenv("HOROVOD_GPU_OPERATIONS")
+                                         ? getenv("HOROVOD_GPU_OPERATIONS")
+                                         : "NCCL", 1);
+    size_t count = bytes / sizeof(float), total = (size_t)n * bytes;
+    float **dev = calloc((size_t)n, sizeof(*dev)), *fused, *host;
+    double *t = calloc((size_t)(steps + warm), sizeof(*t));
+    host = malloc(bytes);
+    CK(cudaSetDevice(0));
+    for (int i = 0; i < n; i++)
+        CK(cudaMalloc((void **)&dev[i], bytes));
+    CK(cudaMalloc((void **)&fused, total));
+
+    cg_ctx_params_t cp = {.field_mask = CG_CTX_PARAM_BOOTSTRAP,
+                          .bootstrap = 1};
+    cg_ctx_h ctx;
+    cg_hvd_core_h core;
+    if (cg_ctx_create(&cp, &ctx) != CG_OK ||
+        cg_hvd_core_create(ctx, &core) != CG_OK) {
+        fprintf(stderr, "init: %s\n", cg_last_error());
+        return 1;
+    }
+    cg_hvd_req_h *req = calloc((size_t)n, sizeof(*req));
+    char name[32];
+    uint64_t l0 = 0, c0 = 0, l1, c1;
+    int bad = 0;
+
+    /* The shim: enqueue every tensor, then wait for every one. */
+    for (int s = 0; s < warm + steps; s++) {
+        if (s == warm)
+            cg_hvd_gpu_batch_stats(core->gpu, &l0, &c0);
+        for (int i = 0; i < n; i++) {
+            for (size_t k = 0; k < count && s == warm + steps - 1; k++)
+                host[k] = (float)(i + k % 7);
+            if (s == warm + steps - 1)
+                CK(cudaMemcpy(dev[i], host, bytes, cudaMemcpyHostToDevice));
+        }
+        double t0 = now_ms();
+        for (int i = 0; i < n; i++) {
+            snprintf(name, sizeof(name), "g.%d", i);
+            cg_hvd_tensor_t ten = {.field_mask = CG_HVD_TENSOR_FIELD_DEVICE,
+                                   .name = name, .dtype = CG_DTYPE_F32,
+                                   .ndim = 1, .shape = {(int64_t)count},
+                                   .input = dev[i], .output = dev[i],
+                                   .device = 0};
+            if (cg_hvd_enqueue_allreduce(core, &ten, CG_OP_SUM, 1.0, 1.0,
+                                         &req[i]) != CG_OK) {
+                fprintf(stderr, "enqueue: %s\n", cg_last_error());
+                return 1;
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            if (cg_hvd_wait(req[i]) != CG_OK) {
+                fprintf(stderr, "wait: %s\n", cg_hvd_error(req[i]));
+                return 1;
+            }
+            cg_hvd_release(req[i]);
+        }
+        t[s] = now_ms() - t0;
+    }
+    cg_hvd_gpu_batch_stats(core->gpu, &l1, &c1);
+    for (int i = 0; i < n; i++) { /* one rank: the sum is the input */
+        CK(cudaMemcpy(host, dev[i], bytes, cudaMemcpyDeviceToHost));
+        for (size_t k = 0; k < count; k++)
+            bad += host[k] != (float)(i + k % 7);
+    }
+    double shim = median(t + warm, steps);
+
+    /* The governor's probe: what one sample costs. */
+    uint64_t f, tot;
+    double p0 = now_ms();
+    for (int i = 0; i < 1000; i++)
+        (void)ctx->probe.read(ctx->probe.arg, &f, &tot);
+    double probe_us = (now_ms() - p0); /* ms per 1000 = us per sample */
+
+    /* NCCL itself, in the same process and on the same device. */
+    ncclComm_t nc;
+    int d0 = 0;
+    cudaStream_t st;
+    CK(ncclCommInitAll(&nc, 1, &d0));
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int s = 0; s < warm + steps; s++) {
+        double t0 = now_ms();
+        for (int i = 0; i < n; i++)
+            CK(ncclAllReduce(dev[i], dev[i], count, ncclFloat, ncclSum, nc,
+                             st));
+        CK(cudaStreamSynchronize(st));
+        t[s] = now_ms() - t0;
+    }
+    double calls = median(t + warm, steps);
+    for (int s = 0; s < warm + steps; s++) {
+        double t0 = now_ms();
+        CK(ncclAllReduce(fused, fused, total / sizeof(float), ncclFloat,
+                         ncclSum, nc, st));
+        CK(cudaStreamSynchronize(st));
+        t[s] = now_ms() - t0;
+    }
+    double one = median(t + warm, steps);
+    ncclCommDestroy(nc);
+
+    printf("# gpu step: 1 rank, %d CUDA f32 tensors x %zu B (%.2f MiB), "
+           "backend %s, batched copies %s, %d steps (+%d warm-up), medians\n",
+           n, bytes, total / 1048576.0, getenv("HOROVOD_GPU_OPERATIONS"),
+           ctx->cfg.gpu_batch_copies ? "on" : "off", steps, warm);
+    printf("shim fused step           %8.3f ms\n", shim);
+    printf("%d x ncclAllReduce      %8.3f ms   (shim %.2fx faster)\n", n,
+           calls, calls / shim);
+    printf("1 x ncclAllReduce fused   %8.3f ms\n", one);
+    printf("shim beyond NCCL's fused call: %.1f us per fused op "
+           "(%.3f us per tensor)\n", (shim - one) * 1e3,
+           (shim - one) * 1e3 / n);
+    printf("batched-copy kernels: %.1f launches and %.0f copies per step\n",
+           (double)(l1 - l0) / steps, (double)(c1 - c0) / steps);
+    printf("probe sample (%s): %.2f us = %.3f%% of a step\n",
+           cg_cuda_probe_source(ctx->cuda_probe), probe_us,
+           probe_us / (shim * 1e3) * 100);
+    printf("# results: %s\n", bad ? "WRONG" : "all elements exact");
+    cg_hvd_core_destroy(core);
+    cg_ctx_destroy(ctx);
+    return bad ? 1 : 0;
+}
