@@ -282,11 +282,32 @@ cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu)
     return CG_OK;
 }
 
-/* True when p lies in the device fusion buffer. */
-static bool cg__in_dbuf(const cg_hvd_gpu_t *gpu, const void *p)
+static bool cg__in(const void *p, const void *base, size_t len)
 {
-    const char *c = p, *b = gpu->dbuf;
-    return b != NULL && c >= b && c < b + gpu->dbuf_len;
+    const char *c = p, *b = base;
+    return b != NULL && c >= b && c < b + len;
+}
+
+/* A copy the batch may take: a tensor (device memory, never one of the
+ * pinned host buffers) into or out of the device fusion buffer. The
+ * copies of one batch run at once, in no order: a tensor's bytes go to
+ * or come from a region of the fusion buffer no other copy of the
+ * phase touches, while copies through the staging buffer reuse it chunk
+ * after chunk and must keep their order. */
+static bool cg__batchable(const cg_hvd_gpu_t *gpu, const void *dst,
+                          const void *src)
+{
+    const void *other;
+
+    if (cg__in(dst, gpu->dbuf, gpu->dbuf_len))
+        other = src;
+    else if (cg__in(src, gpu->dbuf, gpu->dbuf_len))
+        other = dst;
+    else
+        return false;
+    return !cg__in(other, gpu->dbuf, gpu->dbuf_len) &&
+           !cg__in(other, gpu->stage, gpu->stage_len) &&
+           !cg__in(other, gpu->pbuf, gpu->pbuf_len);
 }
 
 /* Launches the queued copies (before anything else runs on the stream,
@@ -323,7 +344,7 @@ cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
     /* A tensor into or out of the device fusion buffer: queued, so a
      * step's thousand small copies are one kernel launch. */
     if (gpu->batching && bytes <= CG__GPU_BATCH_BYTES &&
-        (cg__in_dbuf(gpu, dst) || cg__in_dbuf(gpu, src))) {
+        cg__batchable(gpu, dst, src)) {
         if (gpu->batch.n == CG__GPU_BATCH_MAX &&
             (st = cg__flush_batch(gpu)) != CG_OK)
             return st;
@@ -383,6 +404,7 @@ void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu)
     if (gpu->stream != NULL) {
         (void)cg_hvd_gpu_sync(gpu);
         (void)cudaStreamDestroy((cudaStream_t)gpu->stream);
+        gpu->stream = NULL; /* cg__free_dbuf's sync: nothing left */
     }
     cg__free_dbuf(gpu);
     cg_governor_free_on(gpu->gov, &cg__pinned_backend, CG_MEM_CAT_FUSION,
