@@ -34,9 +34,10 @@ uint64_t cg_hvd_name_hash(const char *name)
 const char *cg_hvd_type_name(int32_t type)
 {
     static const char *const names[] = {"allreduce", "broadcast",
-                                        "allgather"};
+                                        "allgather", "reducescatter"};
 
-    return type >= 0 && type <= CG_HVD_ALLGATHER ? names[type] : "unknown";
+    return type >= 0 && type <= CG_HVD_REDUCESCATTER ? names[type]
+                                                     : "unknown";
 }
 
 void cg_hvd_shape_str(const cg_hvd_wire_t *w, char *buf, size_t len)
@@ -107,8 +108,11 @@ static cg_status_t cg__check_tensor(const cg_hvd_core_t *core,
                                 (long long)t->shape[d]);
         w->shape[d] = t->shape[d];
     }
+    /* Allgather has no output; a reducescatter's is checked by its size. */
     if (cg_hvd_wire_count(w) > 0 &&
-        (t->input == NULL || (type != CG_HVD_ALLGATHER && t->output == NULL)))
+        (t->input == NULL || (type != CG_HVD_ALLGATHER &&
+                              type != CG_HVD_REDUCESCATTER &&
+                              t->output == NULL)))
         return cg_error_set(CG_ERR_INVALID_PARAM, "%s of tensor '%s': input "
                             "or output buffer is NULL", what, t->name);
     return CG_OK;
@@ -377,6 +381,57 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
     return cg__enqueue(core, t, CG_HVD_ALLGATHER, &w, req_p);
 }
 
+void cg_hvd_reducescatter_rows(int64_t dim0, int size, int rank,
+                               int64_t *start_p, int64_t *rows_p)
+{
+    int64_t base = dim0 / size, extra = dim0 % size;
+
+    *rows_p = base + (rank < extra ? 1 : 0);
+    *start_p = rank * base + (rank < extra ? rank : extra);
+}
+
+cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
+                                         const cg_hvd_tensor_t *t,
+                                         cg_redop_t op, double prescale,
+                                         double postscale,
+                                         cg_hvd_req_h *req_p)
+{
+    int64_t start, rows;
+    size_t el, out_bytes, in_bytes;
+    cg_hvd_wire_t w;
+    cg_status_t st = cg__check_tensor(core, t, CG_HVD_REDUCESCATTER, &w);
+
+    if (st != CG_OK)
+        return st;
+    if (t->ndim == 0)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
+                            "'%s': a scalar has no first dimension to "
+                            "scatter along", t->name);
+    if (op != CG_OP_SUM && op != CG_OP_AVG)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
+                            "'%s': op %s (%d) is not supported (sum, "
+                            "average)", t->name, cg_redop_name(op), (int)op);
+    cg_hvd_reducescatter_rows(t->shape[0], core->size, core->rank, &start,
+                              &rows);
+    el = cg_dtype_size(t->dtype);
+    in_bytes = cg_hvd_wire_count(&w) * el;
+    out_bytes = t->shape[0] > 0 ? in_bytes / (size_t)t->shape[0] *
+                                      (size_t)rows : 0;
+    if (out_bytes > 0 && t->output == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
+                            "'%s': output buffer is NULL (this rank's slice "
+                            "has %lld rows)", t->name, (long long)rows);
+    if (out_bytes > 0 && (char *)t->output < (const char *)t->input +
+                                                 in_bytes &&
+        (const char *)t->input < (char *)t->output + out_bytes)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
+                            "'%s': the output overlaps the input", t->name);
+    w.op = (int32_t)op;
+    w.prescale = prescale;
+    w.postscale = postscale;
+    return cg__enqueue(core, t, CG_HVD_REDUCESCATTER, &w, req_p);
+}
+
 /* Under the lock: one request done (recycled if already released); true
  * when a thread waits on it. */
 static bool cg__finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
@@ -426,6 +481,9 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core)
     s->allreduce_bytes = t->allreduce_bytes;
     s->broadcast_bytes = t->broadcast_bytes;
     s->allgather_bytes = t->allgather_bytes;
+    s->reducescatter_calls = t->reducescatter_calls;
+    s->reducescatter_tensors = t->reducescatter_tensors;
+    s->reducescatter_bytes = t->reducescatter_bytes;
     memcpy(s->op_count, t->op_count, sizeof(s->op_count));
     memcpy(s->op_ns, t->op_ns, sizeof(s->op_ns));
     memcpy(s->op_bucket, t->op_bucket, sizeof(s->op_bucket));
