@@ -232,6 +232,15 @@ typedef struct cg_hvd_name {
  * those not yet released (cg_hvd_release then frees them alone). */
 void cg_hvd_queue_init(cg_hvd_core_t *core);
 void cg_hvd_queue_fini(cg_hvd_core_t *core);
+/* The checks every enqueue shares, filling w (type, dtype, shape, name,
+ * placement; op, root and scales left for the caller); then the enqueue
+ * itself (registry, duplicates, inbox). Both set cg_last_error(). */
+cg_status_t cg_hvd_check_tensor(const cg_hvd_core_t *core,
+                                const cg_hvd_tensor_t *t,
+                                cg_hvd_op_type_t type, cg_hvd_wire_t *w);
+cg_status_t cg_hvd_enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
+                           cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
+                           cg_hvd_req_h *req_p);
 /* Completes a request (and its followers) under the lock; msg may be NULL
  * on success. Only a request someone waits on wakes the waiters. */
 void cg_hvd_req_complete(cg_hvd_core_t *core, struct cg_hvd_req *req,

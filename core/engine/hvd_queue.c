@@ -58,9 +58,9 @@ size_t cg_hvd_wire_count(const cg_hvd_wire_t *w)
     return n;
 }
 
-static cg_status_t cg__check_tensor(const cg_hvd_core_t *core,
-                                    const cg_hvd_tensor_t *t,
-                                    cg_hvd_op_type_t type, cg_hvd_wire_t *w)
+cg_status_t cg_hvd_check_tensor(const cg_hvd_core_t *core,
+                                const cg_hvd_tensor_t *t,
+                                cg_hvd_op_type_t type, cg_hvd_wire_t *w)
 {
     const char *what = cg_hvd_type_name(type);
     size_t len;
@@ -259,9 +259,9 @@ void cg_hvd_queue_fini(cg_hvd_core_t *core)
     pthread_mutex_unlock(&core->lock);
 }
 
-static cg_status_t cg__enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
-                               cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
-                               cg_hvd_req_h *req_p)
+cg_status_t cg_hvd_enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
+                           cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
+                           cg_hvd_req_h *req_p)
 {
     struct cg_hvd_req *req, *prim;
     uint64_t hash;
@@ -323,7 +323,7 @@ cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg__check_tensor(core, t, CG_HVD_ALLREDUCE, &w);
+    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLREDUCE, &w);
 
     if (st != CG_OK)
         return st;
@@ -335,7 +335,7 @@ cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
     w.op = (int32_t)op;
     w.prescale = prescale;
     w.postscale = postscale;
-    return cg__enqueue(core, t, CG_HVD_ALLREDUCE, &w, req_p);
+    return cg_hvd_enqueue(core, t, CG_HVD_ALLREDUCE, &w, req_p);
 }
 
 cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
@@ -343,7 +343,7 @@ cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg__check_tensor(core, t, CG_HVD_BROADCAST, &w);
+    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_BROADCAST, &w);
 
     if (st != CG_OK)
         return st;
@@ -362,7 +362,7 @@ cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
                             "root rank %d, the job has ranks 0 to %d",
                             t->name, root, core->size - 1);
     w.root = root;
-    return cg__enqueue(core, t, CG_HVD_BROADCAST, &w, req_p);
+    return cg_hvd_enqueue(core, t, CG_HVD_BROADCAST, &w, req_p);
 }
 
 cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
@@ -370,7 +370,7 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg__check_tensor(core, t, CG_HVD_ALLGATHER, &w);
+    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLGATHER, &w);
 
     if (st != CG_OK)
         return st;
@@ -378,58 +378,7 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
         return cg_error_set(CG_ERR_INVALID_PARAM, "allgather of tensor '%s': "
                             "a scalar has no first dimension to gather along",
                             t->name);
-    return cg__enqueue(core, t, CG_HVD_ALLGATHER, &w, req_p);
-}
-
-void cg_hvd_reducescatter_rows(int64_t dim0, int size, int rank,
-                               int64_t *start_p, int64_t *rows_p)
-{
-    int64_t base = dim0 / size, extra = dim0 % size;
-
-    *rows_p = base + (rank < extra ? 1 : 0);
-    *start_p = rank * base + (rank < extra ? rank : extra);
-}
-
-cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
-                                         const cg_hvd_tensor_t *t,
-                                         cg_redop_t op, double prescale,
-                                         double postscale,
-                                         cg_hvd_req_h *req_p)
-{
-    int64_t start, rows;
-    size_t el, out_bytes, in_bytes;
-    cg_hvd_wire_t w;
-    cg_status_t st = cg__check_tensor(core, t, CG_HVD_REDUCESCATTER, &w);
-
-    if (st != CG_OK)
-        return st;
-    if (t->ndim == 0)
-        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
-                            "'%s': a scalar has no first dimension to "
-                            "scatter along", t->name);
-    if (op != CG_OP_SUM && op != CG_OP_AVG)
-        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
-                            "'%s': op %s (%d) is not supported (sum, "
-                            "average)", t->name, cg_redop_name(op), (int)op);
-    cg_hvd_reducescatter_rows(t->shape[0], core->size, core->rank, &start,
-                              &rows);
-    el = cg_dtype_size(t->dtype);
-    in_bytes = cg_hvd_wire_count(&w) * el;
-    out_bytes = t->shape[0] > 0 ? in_bytes / (size_t)t->shape[0] *
-                                      (size_t)rows : 0;
-    if (out_bytes > 0 && t->output == NULL)
-        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
-                            "'%s': output buffer is NULL (this rank's slice "
-                            "has %lld rows)", t->name, (long long)rows);
-    if (out_bytes > 0 && (char *)t->output < (const char *)t->input +
-                                                 in_bytes &&
-        (const char *)t->input < (char *)t->output + out_bytes)
-        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
-                            "'%s': the output overlaps the input", t->name);
-    w.op = (int32_t)op;
-    w.prescale = prescale;
-    w.postscale = postscale;
-    return cg__enqueue(core, t, CG_HVD_REDUCESCATTER, &w, req_p);
+    return cg_hvd_enqueue(core, t, CG_HVD_ALLGATHER, &w, req_p);
 }
 
 /* Under the lock: one request done (recycled if already released); true

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Reducescatter in the Horovod shim's core: each rank keeps its rows of
- * the reduced tensor (Horovod's split of the first dimension,
+ * Reducescatter in the Horovod shim's core: its enqueue (checks beyond
+ * hvd_queue.c's common ones) and its execution. Each rank keeps its rows
+ * of the reduced tensor (Horovod's split of the first dimension,
  * cg_hvd_reducescatter_rows). Ready reducescatters of one device, dtype,
  * op and scales whose inputs fit the agreed fusion capacity together are
  * packed rank-major into the host fusion buffer (rank r's rows of each
@@ -27,6 +28,57 @@
 #include "core/engine/hvd_timeline.h"
 
 #define CG__RS_ACTIVITY "COLLGUARD_REDUCESCATTER"
+
+void cg_hvd_reducescatter_rows(int64_t dim0, int size, int rank,
+                               int64_t *start_p, int64_t *rows_p)
+{
+    int64_t base = dim0 / size, extra = dim0 % size;
+
+    *rows_p = base + (rank < extra ? 1 : 0);
+    *start_p = rank * base + (rank < extra ? rank : extra);
+}
+
+cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
+                                         const cg_hvd_tensor_t *t,
+                                         cg_redop_t op, double prescale,
+                                         double postscale,
+                                         cg_hvd_req_h *req_p)
+{
+    int64_t start, rows;
+    size_t el, out_bytes, in_bytes;
+    cg_hvd_wire_t w;
+    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_REDUCESCATTER, &w);
+
+    if (st != CG_OK)
+        return st;
+    if (t->ndim == 0)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
+                            "'%s': a scalar has no first dimension to "
+                            "scatter along", t->name);
+    if (op != CG_OP_SUM && op != CG_OP_AVG)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
+                            "'%s': op %s (%d) is not supported (sum, "
+                            "average)", t->name, cg_redop_name(op), (int)op);
+    cg_hvd_reducescatter_rows(t->shape[0], core->size, core->rank, &start,
+                              &rows);
+    el = cg_dtype_size(t->dtype);
+    in_bytes = cg_hvd_wire_count(&w) * el;
+    out_bytes = t->shape[0] > 0 ? in_bytes / (size_t)t->shape[0] *
+                                      (size_t)rows : 0;
+    if (out_bytes > 0 && t->output == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
+                            "'%s': output buffer is NULL (this rank's slice "
+                            "has %lld rows)", t->name, (long long)rows);
+    if (out_bytes > 0 && (char *)t->output < (const char *)t->input +
+                                                 in_bytes &&
+        (const char *)t->input < (char *)t->output + out_bytes)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
+                            "'%s': the output overlaps the input", t->name);
+    w.op = (int32_t)op;
+    w.prescale = prescale;
+    w.postscale = postscale;
+    return cg_hvd_enqueue(core, t, CG_HVD_REDUCESCATTER, &w, req_p);
+}
 
 /* Bytes of one first-dimension row of e. */
 static size_t cg__row_bytes(const cg_hvd_entry_t *e)
