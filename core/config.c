@@ -237,8 +237,8 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      {"HOROVOD_CPU_OPERATIONS", NULL}, CG__T_ENUM, "COLLGUARD",
      CG__OFF(cpu_operations), backends, 0, CG_BACKEND_NCCL, 0,
      "Horovod shim: backend of host tensors: COLLGUARD (own collectives "
-     "over CG_TRANSPORT, any launcher) or MPI (MPI_Allreduce/MPI_Bcast; "
-     "needs a launch by mpirun). Any case; Horovod's GLOO and CCL are not "
+     "over CG_TRANSPORT, any launcher) or MPI (MPI_Allreduce/MPI_Bcast/"
+     "MPI_Reduce_scatter; needs a launch by mpirun). Any case; Horovod's GLOO and CCL are not "
      "available."},
     {CG_CFG_GPU_OPERATIONS, "CG_GPU_OPERATIONS",
      {"HOROVOD_GPU_OPERATIONS", NULL}, CG__T_ENUM, "AUTO",

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The COLLGUARD backend of the Horovod shim: the engine's own AllReduce
- * and Broadcast (core/coll/coll.h) over the core's communicator, on host
+ * The COLLGUARD backend of the Horovod shim: the engine's own AllReduce,
+ * Broadcast and reduce-scatter (core/coll/coll.h) over the core's communicator, on host
  * memory. A failed collective that broke the communicator marks the
  * backend broken. Layer: core/backend; calls core/coll/coll.h and the governor.
  */
@@ -69,6 +69,18 @@ static cg_status_t cg__cgbe_broadcast(cg_backend_t *super, void *buf,
     return cg__cgbe_done(be, cg_broadcast(be->comm, buf, count, dt, root));
 }
 
+static cg_status_t cg__cgbe_reducescatter(cg_backend_t *super,
+                                          const void *send, void *recv,
+                                          const size_t *counts, cg_dtype_t dt,
+                                          cg_redop_t op, double prescale,
+                                          double postscale)
+{
+    cg__be_collguard_t *be = (cg__be_collguard_t *)super;
+
+    return cg__cgbe_done(be, cg_reduce_scatterv(be->comm, send, recv, counts,
+                                                dt, op, prescale, postscale));
+}
+
 static void cg__cgbe_destroy(cg_backend_t *super)
 {
     cg__be_collguard_t *be = (cg__be_collguard_t *)super;
@@ -83,6 +95,8 @@ static const cg_backend_ops_t cg__cgbe_ops = {
     .allreduce = cg__cgbe_allreduce,
     .broadcast = cg__cgbe_broadcast,
     .allreduce_staged = cg__cgbe_allreduce_staged,
+    .reducescatter = cg__cgbe_reducescatter,
+    .reducescatter_activity = "COLLGUARD_REDUCESCATTER",
     .destroy = cg__cgbe_destroy,
 };
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The MPI backend of the Horovod shim (built with MPI): MPI_Allreduce and
- * MPI_Bcast on host buffers over a duplicate of MPI_COMM_WORLD whose ranks
+ * The MPI backend of the Horovod shim (built with MPI): MPI_Allreduce,
+ * MPI_Bcast and MPI_Reduce_scatter on host buffers over a duplicate of MPI_COMM_WORLD whose ranks
  * are the core's (errors returned, not fatal). The engine's rules are
  * kept: prescale and postscale by core/reduce/reduce.h's kernels, average as a
  * sum finished by cg_reduce_post, and user-defined MPI ops that call
@@ -31,6 +31,7 @@ typedef struct cg__be_mpi {
     const cg_log_t *log;
     MPI_Comm comm;
     int size;
+    int *rcounts; /* size ints: MPI_Reduce_scatter's receive counts */
     MPI_Op uops[CG_DTYPE_COUNT][CG_OP_COUNT]; /* MPI_OP_NULL: predefined */
 } cg__be_mpi_t;
 
@@ -218,6 +219,108 @@ static cg_status_t cg__mpibe_broadcast(cg_backend_t *super, void *buf,
     return CG_OK;
 }
 
+/* Blocks whose counts exceed one MPI call, or whose sum does: one
+ * MPI_Reduce per block and piece, rooted at the block's rank. send is
+ * this rank's (prescaled) input; in place when recv is its own block. */
+static int cg__mpi_rs_pieces(cg__be_mpi_t *be, const char *send, char *recv,
+                             const size_t *counts, cg_dtype_t dt,
+                             cg_redop_t op, int me)
+{
+    size_t el = cg_dtype_size(dt), displ = 0;
+    int rc = MPI_SUCCESS;
+
+    for (int r = 0; r < be->size && rc == MPI_SUCCESS; r++) {
+        const char *blk = send + displ * el;
+        for (size_t off = 0; off < counts[r] && rc == MPI_SUCCESS;
+             off += CG__MPI_PIECE_MAX) {
+            size_t n = counts[r] - off < CG__MPI_PIECE_MAX ? counts[r] - off
+                                                          : CG__MPI_PIECE_MAX;
+            const void *s = blk + off * el;
+            if (r == me && blk == recv)
+                s = MPI_IN_PLACE;
+            rc = MPI_Reduce(s, r == me ? recv + off * el : NULL, (int)n,
+                            cg__mpi_type(dt), cg__mpi_op(be, dt, op), r,
+                            be->comm);
+        }
+        displ += counts[r];
+    }
+    return rc;
+}
+
+/* Every rank's verdict on its own memory for the prescaled copy: all or
+ * none go on (a rank that stopped alone would leave the others in MPI). */
+static cg_status_t cg__mpi_rs_agree(cg__be_mpi_t *be, cg_status_t mine)
+{
+    int ok = mine == CG_OK, all = 0;
+    int rc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, be->comm);
+
+    if (rc != MPI_SUCCESS)
+        return cg__mpi_fail(be, rc, "MPI_Allreduce", 1, CG_DTYPE_I32);
+    if (all)
+        return CG_OK;
+    return mine != CG_OK ? mine
+                         : cg_error_set(CG_ERR_NO_MEMORY, "mpi backend: "
+                                        "reduce-scatter: another rank has no "
+                                        "memory for its prescaled input");
+}
+
+static cg_status_t cg__mpibe_reducescatter(cg_backend_t *super,
+                                           const void *send, void *recv,
+                                           const size_t *counts,
+                                           cg_dtype_t dt, cg_redop_t op,
+                                           double prescale, double postscale)
+{
+    cg__be_mpi_t *be = (cg__be_mpi_t *)super;
+    size_t el = cg_dtype_size(dt), total = 0, mine_at = 0, tbytes = 0;
+    int me = 0, rc, small = 1;
+    void *tmp = NULL;
+    cg_status_t st = cg__mpi_usable(be, CG_BACKEND_MEM_HOST,
+                                    "reduce-scatter");
+
+    if (st == CG_OK)
+        st = cg_reduce_check(dt, op);
+    if (st != CG_OK)
+        return st;
+    MPI_Comm_rank(be->comm, &me);
+    for (int r = 0; r < be->size; r++) {
+        mine_at += r < me ? counts[r] : 0;
+        total += counts[r];
+        small &= counts[r] <= CG__MPI_PIECE_MAX;
+    }
+    small &= total <= CG__MPI_PIECE_MAX;
+    if (prescale != 1.0) { /* a scaled copy of the whole input */
+        tbytes = total * el;
+        st = cg__mpi_rs_agree(be, cg_governor_alloc(be->gov,
+                                                    CG_MEM_CAT_STAGING,
+                                                    tbytes, &tmp));
+        if (st != CG_OK) {
+            cg_governor_free(be->gov, CG_MEM_CAT_STAGING, tmp, tbytes);
+            return st;
+        }
+        cg_scale_copy(tmp, send, total, dt, prescale);
+        send = tmp;
+    }
+    if (small) {
+        bool inplace = (const char *)send + mine_at * el == (char *)recv;
+        for (int r = 0; r < be->size; r++)
+            be->rcounts[r] = (int)counts[r];
+        /* MPI_IN_PLACE: the input in recvbuf, the result at its start. */
+        rc = MPI_Reduce_scatter(inplace ? MPI_IN_PLACE : send,
+                                inplace ? (void *)send : recv, be->rcounts,
+                                cg__mpi_type(dt), cg__mpi_op(be, dt, op),
+                                be->comm);
+        if (rc == MPI_SUCCESS && inplace && mine_at > 0)
+            memmove(recv, send, counts[me] * el);
+    } else {
+        rc = cg__mpi_rs_pieces(be, send, recv, counts, dt, op, me);
+    }
+    cg_governor_free(be->gov, CG_MEM_CAT_STAGING, tmp, tbytes);
+    if (rc != MPI_SUCCESS)
+        return cg__mpi_fail(be, rc, small ? "MPI_Reduce_scatter"
+                                          : "MPI_Reduce", total, dt);
+    return cg_reduce_post(recv, counts[me], dt, op, be->size, postscale);
+}
+
 /* Frees what create made; MPI already finalized (by the application,
  * or at exit) has freed it all itself. */
 static void cg__mpibe_free(cg__be_mpi_t *be)
@@ -231,6 +334,8 @@ static void cg__mpibe_free(cg__be_mpi_t *be)
                 MPI_Op_free(&be->uops[d][o]);
     if (!finalized && be->comm != MPI_COMM_NULL)
         MPI_Comm_free(&be->comm);
+    cg_governor_free(be->gov, CG_MEM_CAT_CONTROL, be->rcounts,
+                     (size_t)be->size * sizeof(int));
     cg_governor_free(be->gov, CG_MEM_CAT_CONTROL, be, sizeof(*be));
 }
 
@@ -245,6 +350,8 @@ static const cg_backend_ops_t cg__mpibe_ops = {
     .broadcast_activity = "MPI_BCAST",
     .allreduce = cg__mpibe_allreduce,
     .broadcast = cg__mpibe_broadcast,
+    .reducescatter = cg__mpibe_reducescatter,
+    .reducescatter_activity = "MPI_REDUCESCATTER",
     .destroy = cg__mpibe_destroy,
 };
 
@@ -324,6 +431,11 @@ cg_status_t cg_backend_mpi_create(const cg_backend_params_t *params,
     for (int d = 0; d < CG_DTYPE_COUNT; d++)
         for (int o = 0; o < CG_OP_COUNT; o++)
             be->uops[d][o] = MPI_OP_NULL;
+    st = cg_governor_alloc(params->gov, CG_MEM_CAT_CONTROL,
+                           (size_t)be->size * sizeof(int),
+                           (void **)&be->rcounts);
+    if (st != CG_OK)
+        goto err_free;
     what = "MPI_Comm_dup";
     rc = MPI_Comm_dup(MPI_COMM_WORLD, &be->comm);
     if (rc == MPI_SUCCESS) {

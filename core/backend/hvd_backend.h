@@ -2,8 +2,8 @@
 /*
  * Backends of the Horovod shim's core: who moves the bytes of a fused
  * buffer once negotiation has decided what runs. COLLGUARD (the engine's
- * own ring and trees over transport/), MPI (MPI_Allreduce / MPI_Bcast on
- * the buffer) and NCCL (ncclAllReduce / ncclBroadcast on a dedicated
+ * own ring and trees over transport/), MPI (MPI_Allreduce / MPI_Bcast /
+ * MPI_Reduce_scatter on the buffer) and NCCL (ncclAllReduce / ncclBroadcast on a dedicated
  * stream). HOROVOD_CPU_OPERATIONS picks the backend for host tensors,
  * HOROVOD_GPU_OPERATIONS the one for CUDA tensors. Every backend runs
  * on the background thread only, one call at a time, in the order every
@@ -56,6 +56,18 @@ typedef struct cg_backend_ops {
                                     cg_redop_t op, double prescale,
                                     double postscale,
                                     const cg_coll_stage_t *stage);
+    /* Optional (NULL: the engine's own cg_reduce_scatterv on the core's
+     * communicator): recv (counts[rank] elements of host memory) =
+     * this rank's block of postscale * op over ranks of (prescale * send),
+     * send holding every rank's block back to back in rank order (counts:
+     * the same array on every rank). recv is send plus this rank's block
+     * offset (in place: the other blocks of send may be overwritten) or
+     * disjoint from send, which is then left untouched. */
+    cg_status_t (*reducescatter)(cg_backend_t *be, const void *send,
+                                 void *recv, const size_t *counts,
+                                 cg_dtype_t dt, cg_redop_t op,
+                                 double prescale, double postscale);
+    const char *reducescatter_activity;
     void (*destroy)(cg_backend_t *be);
 } cg_backend_ops_t;
 

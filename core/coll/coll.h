@@ -94,6 +94,23 @@ cg_status_t cg_broadcast(cg_comm_t *comm, void *buf, size_t count,
 cg_status_t cg_allgatherv(cg_comm_t *comm, const void *sendbuf,
                           void *recvbuf, const size_t *bytes);
 
+/* Reduce-scatter: counts[r] elements of dt per rank r (the same array on
+ * every rank; 0 allowed); sendbuf holds their sum, rank r's block at the
+ * sum of counts[0..r). recvbuf (counts[rank] elements) gets this rank's
+ * block of postscale * op over ranks of (prescale * sendbuf), average by
+ * cg_reduce_post's rules. recvbuf is either sendbuf plus this rank's
+ * block offset (in place: only that block is written) or disjoint from
+ * sendbuf, which is then left untouched. A ring over rank-1 -> rank ->
+ * rank+1 (the first half of the ring AllReduce), every block cut into
+ * pieces of CG_COLL_SMALL_BYTES (a constant: the same cut on every rank);
+ * block b's elements are reduced in ring order starting at rank b+1, so
+ * every run gives the same bits for a given rank count. Memory beyond the
+ * caller's (CG_MEM_CAT_RING): two pieces, kept by the communicator. */
+cg_status_t cg_reduce_scatterv(cg_comm_t *comm, const void *sendbuf,
+                               void *recvbuf, const size_t *counts,
+                               cg_dtype_t dt, cg_redop_t op, double prescale,
+                               double postscale);
+
 /* Broadcast's algorithms: a pipelined chain (large) or a binomial tree. */
 #define CG_BCAST_ALGO_MAP(X)      \
     X(CG_BCAST_CHAIN, "chain")    \

@@ -33,6 +33,9 @@
 #define CG_COLL_SCRATCH_RD 2
 /* The shared-memory AllReduce's partial results (more than two ranks). */
 #define CG_COLL_SCRATCH_SHM 3
+/* The ring reduce-scatter's receive slot and partial result
+ * (coll_rscatter.c): CG_COLL_SCRATCH_RS and CG_COLL_SCRATCH_RS + 1. */
+#define CG_COLL_SCRATCH_RS 4
 
 typedef struct cg__xfer {
     cg_tp_req_t *req; /* NULL when idle or finished */

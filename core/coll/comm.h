@@ -83,7 +83,7 @@ bool cg_comm_broken(const cg_comm_t *comm);
  * collective in the steady state allocates nothing: a fresh allocation
  * costs page faults on every operation (2 x 128 KiB: ~30x the time of
  * touching them). Index 0..CG_COMM_SCRATCH-1; one user at a time. */
-#define CG_COMM_SCRATCH 4
+#define CG_COMM_SCRATCH 6
 /* The buffer of index idx with a capacity in [want, max] if the kept one
  * fits; otherwise the kept one is freed and a new one of want bytes
  * allocated, shrinking to floor (multiples of align) on failure, as

@@ -217,6 +217,9 @@ struct cg_hvd_core {
     cg_backend_t *be_gpu;     /* CUDA tensors (CG_GPU_OPERATIONS); may be
                                  be_cpu itself when both are the same kind */
     struct cg_hvd_gpu *gpu;   /* CUDA state (hvd_gpu.h); set at create */
+    size_t *rs_counts;        /* size elements: a reducescatter's blocks
+                                 (allocated at create, so no rank can fail
+                                 to allocate it alone mid-collective) */
 };
 
 typedef struct cg_hvd_name {
@@ -229,6 +232,15 @@ typedef struct cg_hvd_name {
  * those not yet released (cg_hvd_release then frees them alone). */
 void cg_hvd_queue_init(cg_hvd_core_t *core);
 void cg_hvd_queue_fini(cg_hvd_core_t *core);
+/* The checks every enqueue shares, filling w (type, dtype, shape, name,
+ * placement; op, root and scales left for the caller); then the enqueue
+ * itself (registry, duplicates, inbox). Both set cg_last_error(). */
+cg_status_t cg_hvd_check_tensor(const cg_hvd_core_t *core,
+                                const cg_hvd_tensor_t *t,
+                                cg_hvd_op_type_t type, cg_hvd_wire_t *w);
+cg_status_t cg_hvd_enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
+                           cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
+                           cg_hvd_req_h *req_p);
 /* Completes a request (and its followers) under the lock; msg may be NULL
  * on success. Only a request someone waits on wakes the waiters. */
 void cg_hvd_req_complete(cg_hvd_core_t *core, struct cg_hvd_req *req,
@@ -246,7 +258,8 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core);
 /* Fails every request in the inbox and the owned list. */
 void cg_hvd_fail_all(cg_hvd_core_t *core, cg_status_t st, const char *msg);
 size_t cg_hvd_wire_count(const cg_hvd_wire_t *w);
-/* "allreduce", "broadcast", "allgather" ("unknown" out of range). */
+/* "allreduce", "broadcast", "allgather", "reducescatter" ("unknown" out
+ * of range). */
 const char *cg_hvd_type_name(int32_t type);
 /* w's shape as "[2, 3]" into buf (cut to len). */
 void cg_hvd_shape_str(const cg_hvd_wire_t *w, char *buf, size_t len);
@@ -358,6 +371,13 @@ cg_status_t cg_hvd_single_staged(cg_hvd_core_t *core, cg_backend_t *be,
  * agreed fusion capacity), gathered by one cg_allgatherv; marks them done
  * and completes their requests. A failure breaks the comm. */
 cg_status_t cg_hvd_allgather_run(cg_hvd_core_t *core, size_t i);
+
+/* hvd_rscatter.c: the reducescatter ready[i] and the ready ones after it
+ * that fuse with it (same device, dtype, op and scales, inputs together
+ * within the agreed fusion capacity), packed rank-major in the host
+ * fusion buffer and reduce-scattered once; marks them done and completes
+ * their requests. */
+cg_status_t cg_hvd_reducescatter_run(cg_hvd_core_t *core, size_t i);
 
 /* hvd_cycle.c: the background thread. */
 void *cg_hvd_cycle_main(void *arg);

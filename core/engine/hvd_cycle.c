@@ -251,6 +251,11 @@ cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
                            &core->gpu);
     if (st != CG_OK)
         goto err_free;
+    st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
+                           (size_t)core->size * sizeof(size_t),
+                           (void **)&core->rs_counts);
+    if (st != CG_OK)
+        goto err_free;
     st = cg__sync_init(core);
     if (st != CG_OK)
         goto err_free;
@@ -288,6 +293,8 @@ err_sync:
     pthread_cond_destroy(&core->done_cond);
     pthread_mutex_destroy(&core->lock);
 err_free:
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->rs_counts,
+                     (size_t)core->size * sizeof(size_t));
     cg_hvd_gpu_destroy(core->gpu);
     cg_governor_free(ctx->gov, CG_MEM_CAT_CONTROL, core, sizeof(*core));
     return st;
@@ -315,5 +322,7 @@ void cg_hvd_core_destroy(cg_hvd_core_h core)
     pthread_cond_destroy(&core->wake_cond);
     pthread_cond_destroy(&core->done_cond);
     pthread_mutex_destroy(&core->lock);
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->rs_counts,
+                     (size_t)core->size * sizeof(size_t));
     cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core, sizeof(*core));
 }

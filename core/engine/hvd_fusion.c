@@ -7,7 +7,7 @@
  * unpacked, tensors too large for the buffer reduced alone, and
  * broadcast, each through the backend of the tensor's memory (host:
  * core->be_cpu, CUDA: core->be_gpu); groups never mix devices. Allgather
- * runs in hvd_gather.c.
+ * runs in hvd_gather.c, reducescatter in hvd_rscatter.c.
  * Background thread only. Layer: core/engine; calls the backends (hvd_backend.h),
  * core/coll/coll.h, the GPU data path (hvd_gpu.h) and the governor.
  */
@@ -326,6 +326,9 @@ cg_status_t cg_hvd_execute(cg_hvd_core_t *core)
             break;
         case CG_HVD_BROADCAST:
             st = cg__broadcast(core, e);
+            break;
+        case CG_HVD_REDUCESCATTER:
+            st = cg_hvd_reducescatter_run(core, i);
             break;
         default:
             st = cg_hvd_allgather_run(core, i);

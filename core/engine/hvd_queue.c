@@ -34,9 +34,10 @@ uint64_t cg_hvd_name_hash(const char *name)
 const char *cg_hvd_type_name(int32_t type)
 {
     static const char *const names[] = {"allreduce", "broadcast",
-                                        "allgather"};
+                                        "allgather", "reducescatter"};
 
-    return type >= 0 && type <= CG_HVD_ALLGATHER ? names[type] : "unknown";
+    return type >= 0 && type <= CG_HVD_REDUCESCATTER ? names[type]
+                                                     : "unknown";
 }
 
 void cg_hvd_shape_str(const cg_hvd_wire_t *w, char *buf, size_t len)
@@ -57,9 +58,9 @@ size_t cg_hvd_wire_count(const cg_hvd_wire_t *w)
     return n;
 }
 
-static cg_status_t cg__check_tensor(const cg_hvd_core_t *core,
-                                    const cg_hvd_tensor_t *t,
-                                    cg_hvd_op_type_t type, cg_hvd_wire_t *w)
+cg_status_t cg_hvd_check_tensor(const cg_hvd_core_t *core,
+                                const cg_hvd_tensor_t *t,
+                                cg_hvd_op_type_t type, cg_hvd_wire_t *w)
 {
     const char *what = cg_hvd_type_name(type);
     size_t len;
@@ -107,8 +108,11 @@ static cg_status_t cg__check_tensor(const cg_hvd_core_t *core,
                                 (long long)t->shape[d]);
         w->shape[d] = t->shape[d];
     }
+    /* Allgather has no output; a reducescatter's is checked by its size. */
     if (cg_hvd_wire_count(w) > 0 &&
-        (t->input == NULL || (type != CG_HVD_ALLGATHER && t->output == NULL)))
+        (t->input == NULL || (type != CG_HVD_ALLGATHER &&
+                              type != CG_HVD_REDUCESCATTER &&
+                              t->output == NULL)))
         return cg_error_set(CG_ERR_INVALID_PARAM, "%s of tensor '%s': input "
                             "or output buffer is NULL", what, t->name);
     return CG_OK;
@@ -255,9 +259,9 @@ void cg_hvd_queue_fini(cg_hvd_core_t *core)
     pthread_mutex_unlock(&core->lock);
 }
 
-static cg_status_t cg__enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
-                               cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
-                               cg_hvd_req_h *req_p)
+cg_status_t cg_hvd_enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
+                           cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
+                           cg_hvd_req_h *req_p)
 {
     struct cg_hvd_req *req, *prim;
     uint64_t hash;
@@ -319,7 +323,7 @@ cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg__check_tensor(core, t, CG_HVD_ALLREDUCE, &w);
+    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLREDUCE, &w);
 
     if (st != CG_OK)
         return st;
@@ -331,7 +335,7 @@ cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
     w.op = (int32_t)op;
     w.prescale = prescale;
     w.postscale = postscale;
-    return cg__enqueue(core, t, CG_HVD_ALLREDUCE, &w, req_p);
+    return cg_hvd_enqueue(core, t, CG_HVD_ALLREDUCE, &w, req_p);
 }
 
 cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
@@ -339,7 +343,7 @@ cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg__check_tensor(core, t, CG_HVD_BROADCAST, &w);
+    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_BROADCAST, &w);
 
     if (st != CG_OK)
         return st;
@@ -358,7 +362,7 @@ cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
                             "root rank %d, the job has ranks 0 to %d",
                             t->name, root, core->size - 1);
     w.root = root;
-    return cg__enqueue(core, t, CG_HVD_BROADCAST, &w, req_p);
+    return cg_hvd_enqueue(core, t, CG_HVD_BROADCAST, &w, req_p);
 }
 
 cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
@@ -366,7 +370,7 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg__check_tensor(core, t, CG_HVD_ALLGATHER, &w);
+    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLGATHER, &w);
 
     if (st != CG_OK)
         return st;
@@ -374,7 +378,7 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
         return cg_error_set(CG_ERR_INVALID_PARAM, "allgather of tensor '%s': "
                             "a scalar has no first dimension to gather along",
                             t->name);
-    return cg__enqueue(core, t, CG_HVD_ALLGATHER, &w, req_p);
+    return cg_hvd_enqueue(core, t, CG_HVD_ALLGATHER, &w, req_p);
 }
 
 /* Under the lock: one request done (recycled if already released); true
@@ -426,6 +430,9 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core)
     s->allreduce_bytes = t->allreduce_bytes;
     s->broadcast_bytes = t->broadcast_bytes;
     s->allgather_bytes = t->allgather_bytes;
+    s->reducescatter_calls = t->reducescatter_calls;
+    s->reducescatter_tensors = t->reducescatter_tensors;
+    s->reducescatter_bytes = t->reducescatter_bytes;
     memcpy(s->op_count, t->op_count, sizeof(s->op_count));
     memcpy(s->op_ns, t->op_ns, sizeof(s->op_ns));
     memcpy(s->op_bucket, t->op_bucket, sizeof(s->op_bucket));

@@ -149,8 +149,8 @@ static void cg__governor_part(cg__out_t *o, const char *probe_name,
                 s->peak_bytes);
 }
 
-static const char *const cg__ops[3] = {"allreduce", "broadcast",
-                                       "allgather"};
+static const char *const cg__ops[CG_HVD_OP_TYPES] = {
+    "allreduce", "broadcast", "allgather", "reducescatter"};
 
 /* The collective latency histogram, one series set per op: cumulative
  * _bucket{le=...} ending in +Inf (= _count), _sum in seconds. */
@@ -162,7 +162,7 @@ static void cg__histogram(cg__out_t *o, const cg_hvd_stats_t *st)
     cg__family(o, name, "histogram",
                "Time of one collective (a fused group or a tensor alone), "
                "from its first copy to its completion, by op.");
-    for (int op = 0; op < 3; op++) {
+    for (int op = 0; op < CG_HVD_OP_TYPES; op++) {
         uint64_t cum = 0;
         for (int b = 0; b <= CG_HVD_OP_BUCKETS; b++) {
             cum += st->op_bucket[op][b];
@@ -184,14 +184,17 @@ static void cg__histogram(cg__out_t *o, const cg_hvd_stats_t *st)
 
 static void cg__op_bytes(cg__out_t *o, const cg_hvd_stats_t *st)
 {
-    const uint64_t v[3] = {st->allreduce_bytes, st->broadcast_bytes,
-                           st->allgather_bytes};
+    const uint64_t v[CG_HVD_OP_TYPES] = {st->allreduce_bytes,
+                                         st->broadcast_bytes,
+                                         st->allgather_bytes,
+                                         st->reducescatter_bytes};
     const char *name = "collguard_hvd_op_bytes_total";
 
     cg__family(o, name, "counter",
                "Payload bytes of this rank's tensors by op: reduced, "
-               "broadcast, gathered (the whole result).");
-    for (int op = 0; op < 3; op++)
+               "broadcast, gathered (the whole result), reduce-scattered "
+               "(the whole input).");
+    for (int op = 0; op < CG_HVD_OP_TYPES; op++)
         cg__put(o, "%s{%s,op=\"%s\"} %llu\n", name, o->labels, cg__ops[op],
                 (unsigned long long)v[op]);
 }
@@ -211,6 +214,12 @@ static void cg__hvd_part(cg__out_t *o, const cg_hvd_stats_t *st)
             "Collectives issued for allgathers.", st->allgather_calls);
     cg__u64(o, "collguard_hvd_allgather_tensors_total", "counter",
             "Tensors those collectives completed.", st->allgather_tensors);
+    cg__u64(o, "collguard_hvd_reducescatter_calls_total", "counter",
+            "Collectives issued for reducescatters.",
+            st->reducescatter_calls);
+    cg__u64(o, "collguard_hvd_reducescatter_tensors_total", "counter",
+            "Tensors those collectives completed.",
+            st->reducescatter_tensors);
     cg__op_bytes(o, st);
     cg__histogram(o, st);
     cg__sec(o, "collguard_hvd_negotiate_seconds_total",

@@ -3,7 +3,8 @@
  * The Horovod shim's core, as a C API: framework threads enqueue named
  * collectives on host buffers and get a request back; a background thread
  * negotiates across ranks which names are ready everywhere, fuses ready
- * allreduces into a governed fusion buffer and completes the requests.
+ * allreduces (and allgathers, reducescatters) into a governed fusion
+ * buffer and completes the requests.
  * The CPython module mpi_lib_v2 is a thin layer over these calls.
  * Thread-safe: every call here except cg_hvd_core_create/_destroy, which
  * are collective over the ranks and belong to one thread.
@@ -31,8 +32,10 @@ typedef struct cg_hvd_req *cg_hvd_req_h;
 typedef enum {
     CG_HVD_ALLREDUCE = 0,
     CG_HVD_BROADCAST = 1,
-    CG_HVD_ALLGATHER = 2
+    CG_HVD_ALLGATHER = 2,
+    CG_HVD_REDUCESCATTER = 3
 } cg_hvd_op_type_t;
+#define CG_HVD_OP_TYPES 4 /* entries of the per-op arrays in the stats */
 
 enum {
     CG_HVD_REQUIRES_GRAD = 1u << 0, /* tensor.requires_grad */
@@ -101,13 +104,16 @@ typedef struct cg_hvd_stats {
                                   * request); coalesced: duplicates */
     uint64_t nonleaf_rejected;   /* broadcasts refused: grad, not a leaf */
     /* Collective latency by op (index cg_hvd_op_type_t): one fused group, a
-     * tensor alone, a broadcast, a fused allgather, from the start of its
+     * tensor alone, a broadcast, a fused allgather or reducescatter, from the start of its
      * copies to its completion. op_bucket[op][b]: ops that took at most
      * CG_HVD_OP_BUCKET_BOUNDS_S[b] seconds and more than the bound before
      * (not cumulative); the last holds those above every bound. */
-    uint64_t op_count[3];
-    uint64_t op_ns[3];
-    uint64_t op_bucket[3][CG_HVD_OP_BUCKETS + 1];
+    uint64_t op_count[CG_HVD_OP_TYPES];
+    uint64_t op_ns[CG_HVD_OP_TYPES];
+    uint64_t op_bucket[CG_HVD_OP_TYPES][CG_HVD_OP_BUCKETS + 1];
+    uint64_t reducescatter_calls;   /* collectives issued for them */
+    uint64_t reducescatter_tensors; /* tensors those calls completed */
+    uint64_t reducescatter_bytes;   /* input bytes of this rank's tensors */
 } cg_hvd_stats_t;
 
 /* Collective over the ctx's bootstrap (ctx created with
@@ -154,6 +160,25 @@ CG_API cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
 CG_API cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
                                             const cg_hvd_tensor_t *t,
                                             cg_hvd_req_h *req_p);
+
+/* This rank's slice of the reduced tensor, Horovod's split of the first
+ * dimension: every rank's input has the same shape [d0, ...]; rank r gets
+ * d0 / size rows, the first d0 % size ranks one more, in rank order. The
+ * output (shape [rows, ...], see cg_hvd_reducescatter_rows) must not
+ * overlap the input and may be NULL when this rank's slice is empty.
+ * op CG_OP_SUM or CG_OP_AVG (Horovod's two), with prescale and postscale
+ * as allreduce; dtype, shape, op and scales validated across ranks as
+ * allreduce's. Fused (rank-major in the fusion buffer) with the other
+ * ready reducescatters of the same device, dtype, op and scales. */
+CG_API cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
+                                                const cg_hvd_tensor_t *t,
+                                                cg_redop_t op, double prescale,
+                                                double postscale,
+                                                cg_hvd_req_h *req_p);
+/* Rank `rank`'s first row and row count of a first dimension of dim0
+ * split over `size` ranks (dim0 >= 0, 0 <= rank < size). Pure. */
+CG_API void cg_hvd_reducescatter_rows(int64_t dim0, int size, int rank,
+                                      int64_t *start_p, int64_t *rows_p);
 
 /* Non-zero once the request is done (successfully or not). */
 CG_API int cg_hvd_poll(cg_hvd_req_h req);

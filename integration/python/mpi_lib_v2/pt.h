@@ -3,7 +3,8 @@
  * Internals of the CPython module mpi_lib_v2 (Horovod's binding module
  * name): torch tensors read through the Python API into cg_hvd_tensor_t
  * (pt_tensor.c), the handle table that keeps tensors alive until a handle
- * is cleared (pt_handles.c), the collective bindings (pt_ops.c), what
+ * is cleared (pt_handles.c), the collective bindings (pt_ops.c,
+ * reducescatter in pt_rscatter.c), what
  * runs once an operation is done, and barrier (pt_finish.c), the ones the
  * engine lacks (pt_missing.c) and collguard's extras (pt_extra.c).
  * Every function here runs with the GIL held. Layer: integration; calls
@@ -25,7 +26,8 @@ typedef enum {
     PT_OP_ALLREDUCE = 0,
     PT_OP_BROADCAST = 1,
     PT_OP_ALLGATHER = 2,
-    PT_OP_BARRIER = 3
+    PT_OP_BARRIER = 3,
+    PT_OP_REDUCESCATTER = 4
 } pt_op_kind_t;
 
 /* A tensor as the engine takes it, plus what the module needs later. */
@@ -81,6 +83,12 @@ int pt_raise_enqueue(cg_status_t st, const char *what);
 int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
                   char *full, size_t full_size);
 void pt_release_name(pt_op_t *op);
+/* A name argument (bytes or str) as UTF-8, or NULL with TypeError. */
+const char *pt_name_arg(PyObject *name);
+/* Enqueue's common tail: keeps tensor and output, returns the handle. */
+PyObject *pt_enqueued(pt_op_t *op, PyObject *tensor, PyObject *output);
+/* A failed enqueue: the handle removed and freed; returns NULL. */
+PyObject *pt_fail(pt_op_t *op);
 PyObject *pt_allreduce(PyObject *self, PyObject *args);
 PyObject *pt_broadcast(PyObject *self, PyObject *args);
 PyObject *pt_allgather(PyObject *self, PyObject *args);
@@ -97,8 +105,10 @@ PyObject *pt_join(PyObject *self, PyObject *args);
 PyObject *pt_grouped_allreduce(PyObject *self, PyObject *args);
 PyObject *pt_grouped_allgather(PyObject *self, PyObject *args);
 PyObject *pt_alltoall(PyObject *self, PyObject *args);
-PyObject *pt_reducescatter(PyObject *self, PyObject *args);
 PyObject *pt_grouped_reducescatter(PyObject *self, PyObject *args);
+
+/* pt_rscatter.c */
+PyObject *pt_reducescatter(PyObject *self, PyObject *args);
 
 /* pt_extra.c */
 PyObject *pt_memory_snapshot(PyObject *self, PyObject *args);

@@ -152,7 +152,7 @@ static cg_redop_t pt__op(int horovod_op, int *ok)
     return CG_OP_SUM;
 }
 
-static const char *pt__name_arg(PyObject *name)
+const char *pt_name_arg(PyObject *name)
 {
     if (PyBytes_Check(name))
         return PyBytes_AS_STRING(name);
@@ -191,7 +191,7 @@ static int pt__prepare(PyObject *tensor, PyObject *output, pt_tensor_t *d,
 }
 
 /* Enqueue's common tail: keeps the tensors, returns the handle. */
-static PyObject *pt__enqueued(pt_op_t *op, PyObject *tensor, PyObject *output)
+PyObject *pt_enqueued(pt_op_t *op, PyObject *tensor, PyObject *output)
 {
     Py_INCREF(tensor);
     op->keep[0] = tensor;
@@ -200,7 +200,7 @@ static PyObject *pt__enqueued(pt_op_t *op, PyObject *tensor, PyObject *output)
     return PyLong_FromLong(op->handle);
 }
 
-static PyObject *pt__fail(pt_op_t *op)
+PyObject *pt_fail(pt_op_t *op)
 {
     pt_handles_remove(op);
     pt_handles_free(op);
@@ -226,7 +226,7 @@ PyObject *pt_allreduce(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOiOiddi", &tensor, &output, &divisor,
                           &name_o, &hop, &pre, &post, &psid))
         return NULL;
-    if ((name = pt__name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
+    if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
         pt_check_process_set(psid, "allreduce") != 0)
         return NULL;
     cop = pt__op(hop, &ok);
@@ -236,7 +236,7 @@ PyObject *pt_allreduce(PyObject *self, PyObject *args)
     if (pt_handles_new(PT_OP_ALLREDUCE, &op) != 0)
         return NULL;
     if (pt_claim_name(op, "allreduce", name, full, sizeof(full)) != 0)
-        return pt__fail(op);
+        return pt_fail(op);
     d.t.name = full;
     op->divisor = divisor;
     Py_BEGIN_ALLOW_THREADS
@@ -244,9 +244,9 @@ PyObject *pt_allreduce(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     if (st != CG_OK) {
         pt_raise_enqueue(st, full);
-        return pt__fail(op);
+        return pt_fail(op);
     }
-    return pt__enqueued(op, tensor, output);
+    return pt_enqueued(op, tensor, output);
 }
 
 /* (tensor, output, root_rank, name, process_set_id) -> handle */
@@ -265,7 +265,7 @@ PyObject *pt_broadcast(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOiOi", &tensor, &output, &root, &name_o,
                           &psid))
         return NULL;
-    if ((name = pt__name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
+    if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
         pt_check_process_set(psid, "broadcast") != 0 ||
         pt__prepare(tensor, output, &d, true) != 0)
         return NULL;
@@ -273,16 +273,16 @@ PyObject *pt_broadcast(PyObject *self, PyObject *args)
     if (pt_handles_new(PT_OP_BROADCAST, &op) != 0)
         return NULL;
     if (pt_claim_name(op, "broadcast", name, full, sizeof(full)) != 0)
-        return pt__fail(op);
+        return pt_fail(op);
     d.t.name = full;
     Py_BEGIN_ALLOW_THREADS
     st = cg_hvd_enqueue_broadcast(core, &d.t, root, &op->req);
     Py_END_ALLOW_THREADS
     if (st != CG_OK) {
         pt_raise_enqueue(st, full);
-        return pt__fail(op);
+        return pt_fail(op);
     }
-    return pt__enqueued(op, tensor, output);
+    return pt_enqueued(op, tensor, output);
 }
 
 /* (tensor, output, name, process_set_id) -> handle; output is resized to
@@ -301,7 +301,7 @@ PyObject *pt_allgather(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOi", &tensor, &output, &name_o, &psid))
         return NULL;
-    if ((name = pt__name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
+    if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
         pt_check_process_set(psid, "allgather") != 0 ||
         pt__prepare(tensor, output, &d, false) != 0)
         return NULL;
@@ -314,7 +314,7 @@ PyObject *pt_allgather(PyObject *self, PyObject *args)
     if (pt_handles_new(PT_OP_ALLGATHER, &op) != 0)
         return NULL;
     if (pt_claim_name(op, "allgather", name, full, sizeof(full)) != 0)
-        return pt__fail(op);
+        return pt_fail(op);
     d.t.name = full;
     d.t.output = NULL;
     op->is_cuda = d.is_cuda;
@@ -327,9 +327,9 @@ PyObject *pt_allgather(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     if (st != CG_OK) {
         pt_raise_enqueue(st, full);
-        return pt__fail(op);
+        return pt_fail(op);
     }
-    return pt__enqueued(op, tensor, output);
+    return pt_enqueued(op, tensor, output);
 }
 
 static int pt__handle_arg(PyObject *args, pt_op_t **op_p)

@@ -44,6 +44,7 @@ typedef struct hb_result {
     int n_bc;
     cg_hvd_stats_t stats;
     unsigned long mpi_allreduces, mpi_bcasts; /* MPI calls of the pass */
+    unsigned long mpi_rscatters;  /* MPI_Reduce_scatter + MPI_Reduce */
 } hb_result_t;
 
 /* vars: the scenario's "NAME=value" (NULL-terminated); they win. */

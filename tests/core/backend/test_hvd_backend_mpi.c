@@ -18,6 +18,7 @@
  * interface, so the MPI pass is proven to run on MPI and the COLLGUARD
  * pass not. Prints one summary line on rank 0; exit 1 at a failure.
  */
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,75 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
     hb_n_bcast++;
     return PMPI_Bcast(buf, count, dt, root, comm);
+}
+
+static unsigned long hb_n_rscatter; /* MPI_Reduce_scatter + MPI_Reduce */
+
+int MPI_Reduce_scatter(const void *send, void *recv, const int counts[],
+                       MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+    hb_n_rscatter++;
+    return PMPI_Reduce_scatter(send, recv, counts, dt, op, comm);
+}
+
+int MPI_Reduce(const void *send, void *recv, int count, MPI_Datatype dt,
+               MPI_Op op, int root, MPI_Comm comm)
+{
+    hb_n_rscatter++;
+    return PMPI_Reduce(send, recv, count, dt, op, root, comm);
+}
+
+/* Reducescatters on the host backend: 8 small ones (fused in the 64K
+ * buffer) and one of 9001 x 2 f32 (alone), Sum and Average, prescale 1
+ * and 2; rank r's element i is r + i % 5. Every element checked. */
+#define HB_RS 10
+static int hb_run_reducescatter(hb_job_t *job)
+{
+    static float in[HB_RS][18002], out[HB_RS][18002];
+    cg_hvd_req_h req[HB_RS];
+    char name[32];
+
+    for (int k = 0; k < HB_RS; k++) {
+        int64_t rows = k == HB_RS - 1 ? 9001 : k % 7 + job->size - 1;
+        for (int64_t i = 0; i < rows * 2; i++)
+            in[k][i] = (float)(job->rank + i % 5);
+        snprintf(name, sizeof(name), "rs.%d", k);
+        cg_hvd_tensor_t t = {.name = name, .dtype = CG_DTYPE_F32, .ndim = 2,
+                             .shape = {rows, 2}, .input = in[k],
+                             .output = out[k]};
+        if (cg_hvd_enqueue_reducescatter(job->core, &t,
+                                         k % 2 ? CG_OP_AVG : CG_OP_SUM,
+                                         k % 3 ? 1.0 : 2.0, 1.0,
+                                         &req[k]) != CG_OK) {
+            fprintf(stderr, "rank %d: %s: %s\n", job->rank, name,
+                    cg_last_error());
+            return 1;
+        }
+    }
+    for (int k = 0; k < HB_RS; k++) {
+        int64_t rows = k == HB_RS - 1 ? 9001 : k % 7 + job->size - 1;
+        int64_t start, mine;
+        if (cg_hvd_wait(req[k]) != CG_OK) {
+            fprintf(stderr, "rank %d: rs.%d: %s\n", job->rank, k,
+                    cg_hvd_error(req[k]));
+            return 1;
+        }
+        cg_hvd_release(req[k]);
+        cg_hvd_reducescatter_rows(rows, job->size, job->rank, &start, &mine);
+        for (int64_t i = 0; i < mine * 2; i++) {
+            double want = 0;
+            for (int r = 0; r < job->size; r++)
+                want += (k % 3 ? 1.0 : 2.0) * (r + (start * 2 + i) % 5);
+            if (k % 2)
+                want /= job->size;
+            if (fabs(out[k][i] - want) > 1e-5 * fabs(want)) {
+                fprintf(stderr, "rank %d: rs.%d[%lld] = %g, want %g\n",
+                        job->rank, k, (long long)i, out[k][i], want);
+                return 1;
+            }
+        }
+    }
+    return 0;
 }
 
 static int hb_run_allreduces(hb_job_t *job, hb_result_t *res)
@@ -134,8 +204,15 @@ static int hb_pass(const char *backend, hb_result_t *res)
         return 1;
     res->rank = job.rank;
     res->size = job.size;
-    hb_n_allreduce = hb_n_bcast = 0;
+    hb_n_allreduce = hb_n_bcast = hb_n_rscatter = 0;
     rc = hb_run_allreduces(&job, res);
+    if (rc == 0) {
+        /* Not counted as allreduces: the MPI backend's one-int agreement
+         * on the memory for a prescaled reducescatter input. */
+        unsigned long ar = hb_n_allreduce;
+        rc = hb_run_reducescatter(&job);
+        hb_n_allreduce = ar;
+    }
     if (rc == 0)
         rc = hb_run_broadcasts(&job, res);
     if (rc == 0)
@@ -144,6 +221,7 @@ static int hb_pass(const char *backend, hb_result_t *res)
     hb_job_stop(&job);
     res->mpi_allreduces = hb_n_allreduce;
     res->mpi_bcasts = hb_n_bcast;
+    res->mpi_rscatters = hb_n_rscatter;
     return rc;
 }
 
@@ -173,6 +251,18 @@ static int hb_compare(void)
                 HB_PIECES ? "more than " : "",
                 (unsigned long long)b.stats.allreduce_calls,
                 HB_PIECES ? "more than " : "", b.n_bc);
+        rc = 1;
+    }
+    /* Reducescatters reach MPI in the MPI pass only (MPI_Reduce pieces in
+     * the small-piece build), fused in both. */
+    if (rc == 0 && (a.mpi_rscatters != 0 || b.mpi_rscatters == 0 ||
+                    b.stats.reducescatter_calls >= HB_RS ||
+                    a.stats.reducescatter_calls >= HB_RS)) {
+        fprintf(stderr, "rank %d: reducescatter: MPI calls %lu / %lu "
+                "(COLLGUARD / MPI pass), engine calls %llu / %llu for %d "
+                "tensors\n", a.rank, a.mpi_rscatters, b.mpi_rscatters,
+                (unsigned long long)a.stats.reducescatter_calls,
+                (unsigned long long)b.stats.reducescatter_calls, HB_RS);
         rc = 1;
     }
     if (rc == 0 && (b.stats.fused_calls == 0 ||

@@ -142,6 +142,73 @@ def test_autograd_allreduce_broadcast_allgather():
     assert torch.allclose(z.grad, torch.ones(r + 1, 2))
 
 
+def _slice(dim0, n, r):
+    # Horovod's split: dim0 // n rows each, the first dim0 % n one more.
+    base, extra = divmod(dim0, n)
+    start = r * base + min(r, extra)
+    return start, base + (1 if r < extra else 0)
+
+
+RS_SHAPES = [(7,), (5, 3), (2, 3, 4), (1, 2), (12, 2)]
+
+
+@pytest.mark.parametrize("dtype,shape", itertools.product(DTYPES, RS_SHAPES))
+def test_reducescatter_sum_and_average(dtype, shape):
+    n, r = hvd.size(), hvd.rank()
+    t = _rank_tensor(shape, dtype, r)
+    want = sum(_rank_tensor(shape, torch.float64, k) for k in range(n))
+    start, rows = _slice(shape[0], n, r)
+    got = hvd.reducescatter(t, op=hvd.Sum, name="rs.%s.%s" % (dtype, shape))
+    assert got.dtype == dtype
+    assert got.shape == (rows,) + tuple(shape[1:])
+    assert torch.equal(got.double(), want[start:start + rows])
+    assert torch.equal(t, _rank_tensor(shape, dtype, r)), "input modified"
+    if dtype.is_floating_point:
+        avg = hvd.reducescatter(t, name="rsavg.%s.%s" % (dtype, shape))
+        tol = 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-6
+        assert torch.allclose(avg.double(), want[start:start + rows] / n,
+                              rtol=tol)
+
+
+def test_reducescatter_prescale_postscale_and_async_fused():
+    n, r = hvd.size(), hvd.rank()
+    handles = []
+    for k in range(40):
+        t = torch.full((k % 9, 3), float(r + k), dtype=torch.float64)
+        handles.append((k, t, hvd.reducescatter_async(
+            t, op=hvd.Sum, prescale_factor=0.5, postscale_factor=4.0,
+            name="rs.async.%d" % k)))
+    for k, t, h in handles:
+        got = hvd.synchronize(h)
+        _, rows = _slice(k % 9, n, r)
+        want = 2.0 * sum(float(q + k) for q in range(n))
+        assert got.shape == (rows, 3)
+        assert torch.equal(got, torch.full((rows, 3), want,
+                                           dtype=torch.float64))
+    with pytest.raises(ValueError):
+        hvd.reducescatter(torch.ones(4), op=hvd.Max)
+    with pytest.raises(ValueError):
+        hvd.reducescatter(torch.tensor(1.0))
+
+
+def test_reducescatter_mismatch_raises_on_every_rank_then_goes_on():
+    r = hvd.rank()
+    with pytest.raises(hvd.HorovodInternalError):
+        hvd.reducescatter(torch.ones(4 + r, 2), name="rs.mismatch.shape")
+    dtype = torch.float32 if r == 0 else torch.float64
+    with pytest.raises(hvd.HorovodInternalError):
+        hvd.reducescatter(torch.ones(4, dtype=dtype), name="rs.mismatch.dt")
+    got = hvd.reducescatter(torch.ones(hvd.size() * 2), op=hvd.Sum)
+    assert got.tolist() == [float(hvd.size())] * 2
+
+
+def test_reducescatter_autograd_gathers_the_gradient():
+    n = hvd.size()
+    z = torch.ones(2 * n + 1, 3, requires_grad=True)
+    hvd.reducescatter(z).sum().backward()  # Average: gradient 1 everywhere
+    assert torch.equal(z.grad, torch.ones(2 * n + 1, 3))
+
+
 def test_mismatched_shapes_and_dtypes_raise_on_every_rank_then_go_on():
     r = hvd.rank()
     with pytest.raises(hvd.HorovodInternalError):
@@ -178,7 +245,8 @@ def test_bad_tensors_are_value_errors():
 def test_missing_engine_operations_say_so():
     t = torch.ones(4)
     for call in (lambda: hvd.join(), lambda: hvd.grouped_allreduce([t]),
-                 lambda: hvd.reducescatter(t), lambda: hvd.alltoall(t),
+                 lambda: hvd.grouped_reducescatter([t]),
+                 lambda: hvd.alltoall(t),
                  lambda: hvd.grouped_allgather([t]),
                  lambda: hvd.allreduce(t, op=hvd.Adasum)):
         with pytest.raises(NotImplementedError):

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """horovod.torch's collective operations over collguard's mpi_lib_v2:
 allreduce, broadcast and allgather in their four forms (async or not, in
-place or not, autograd for the out-of-place ones), the grouped, alltoall
-and reducescatter names (NotImplementedError from the module: the engine
-lacks them), poll, synchronize, join and barrier. Handles keep their
+place or not, autograd for the out-of-place ones), reducescatter (async or
+not, autograd), the grouped and alltoall names (NotImplementedError from
+the module: the engine lacks them), poll, synchronize, join and barrier. Handles keep their
 tensors in _handle_map until synchronized, as Horovod's Python."""
 import torch
 
@@ -276,16 +276,53 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none,
 def reducescatter_async(tensor, name=None, op=Average,
                         process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
+    """Starts the reduction of tensor over every rank (Sum or Average,
+    with prescale and postscale), each rank keeping its slice of the first
+    dimension (the first dim0 % size ranks one row more); the input is
+    not modified. Returns a handle for poll/synchronize."""
+    if op not in (Average, Sum):
+        if op == Adasum:
+            raise NotImplementedError("collguard: Adasum is not implemented")
+        raise ValueError("collguard: reducescatter supports Sum and Average "
+                         "only")
     fn = _function("reducescatter", tensor)
-    return fn(tensor, tensor.new_empty(0), _name(name), op,
-              process_set.process_set_id, prescale_factor, postscale_factor)
+    output = tensor.new_empty(0)
+    return _enqueue(fn, (tensor, output, _name(name), op,
+                         process_set.process_set_id, float(prescale_factor),
+                         float(postscale_factor)), (tensor, output))
+
+
+class _Reducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor,
+                postscale_factor):
+        ctx.op, ctx.process_set = op, process_set
+        ctx.scale = float(prescale_factor) * float(postscale_factor)
+        return synchronize(reducescatter_async(tensor, name, op, process_set,
+                                               prescale_factor,
+                                               postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # Horovod's rule: the slices gathered back, Sum scaled by the size.
+        grad = grad_output
+        if ctx.op == Sum:
+            grad = grad * basics.size()
+        if ctx.scale != 1.0:
+            grad = grad * ctx.scale
+        return (allgather(grad.contiguous(), process_set=ctx.process_set),
+                None, None, None, None, None)
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
                   process_set=global_process_set, prescale_factor=1.0,
                   postscale_factor=1.0):
-    return reducescatter_async(tensor, name, op, process_set,
+    """This rank's slice of the first dimension of tensor reduced over
+    every rank (autograd: the gradient slices are gathered back)."""
+    compressed, cctx = compression.compress(tensor)
+    out = _Reducescatter.apply(compressed, name, op, process_set,
                                prescale_factor, postscale_factor)
+    return compression.decompress(out, cctx)
 
 
 def alltoall_async(tensor, splits=None, name=None,
