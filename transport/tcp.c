@@ -75,6 +75,9 @@ static cg_status_t cg__tcp_create(const cg_transport_params_t *params,
     cg_list_init(&tp->conns);
     cg_list_init(&tp->listeners);
     cg_list_init(&tp->done);
+    cg_list_init(&tp->req_cache);
+    tp->req_size = sizeof(cg__tcp_req_t) +
+                   (size_t)params->nsocks * sizeof(cg__tcp_frag_t);
     status = cg_sock_pick_addr(params->ifname, &tp->bind_addr, tp->ifname,
                                sizeof(tp->ifname));
     if (status != CG_OK)
@@ -103,6 +106,7 @@ static void cg__tcp_destroy(cg_transport_t *super)
                                              link), CG_ERR_CANCELED);
     while (!cg_list_empty(&tp->done))
         cg__tcp_req_free(cg_list_entry(tp->done.next, cg__tcp_req_t, link));
+    cg__tcp_cache_drain(tp);
     cg__tcp_free(tp, CG_MEM_CAT_CONTROL, tp->pfds,
                  tp->pfds_cap * (sizeof(struct pollfd) + sizeof(void *)));
     cg__tcp_free(tp, CG_MEM_CAT_CONTROL, tp, sizeof(*tp));

@@ -29,6 +29,15 @@
 #define CG_TCP_SCRATCH 16384
 /* Socket 0's read-ahead: headers and small payloads, many per recv. */
 #define CG_TCP_RBUF 65536
+/* tcp_cache.c: staging buffers of up to CG_TCP_STAGE_BIG bytes come in
+ * power-of-two classes from CG_TCP_STAGE_MIN (so at most twice the
+ * message); free ones are kept for reuse up to CG_TCP_STAGE_CACHE bytes
+ * per transport, and up to CG_TCP_REQ_CACHE request objects. */
+#define CG_TCP_STAGE_MIN 64
+#define CG_TCP_STAGE_CLASSES 15 /* 64 B .. 1 MiB */
+#define CG_TCP_STAGE_BIG ((size_t)CG_TCP_STAGE_MIN << (CG_TCP_STAGE_CLASSES - 1))
+#define CG_TCP_STAGE_CACHE (8u << 20)
+#define CG_TCP_REQ_CACHE 64
 
 typedef enum {
     CG_TCP_REQ_SEND,
@@ -141,11 +150,25 @@ typedef struct cg__tcp_tp {
     uint32_t conn_seq;
     struct pollfd *pfds;    /* cg_tp_wait's poll set */
     size_t pfds_cap;
+    void *stage_free[CG_TCP_STAGE_CLASSES]; /* free staging, per class */
+    size_t stage_cached;    /* bytes in stage_free */
+    cg_list_t req_cache;    /* free request objects of req_size bytes */
+    int nreq_cached;
+    size_t req_size;        /* a request with params.nsocks fragments */
 } cg__tcp_tp_t;
 
 /* Allocation through params.mem. */
 void *cg__tcp_alloc(cg__tcp_tp_t *tp, cg_mem_cat_t cat, size_t size);
 void cg__tcp_free(cg__tcp_tp_t *tp, cg_mem_cat_t cat, void *ptr, size_t size);
+
+/* tcp_cache.c: reuse of staging buffers and request objects. A staging
+ * buffer is got and put with the message's length (> 0). */
+void *cg__tcp_stage_get(cg__tcp_tp_t *tp, size_t len);
+void cg__tcp_stage_put(cg__tcp_tp_t *tp, void *buf, size_t len);
+void *cg__tcp_req_get(cg__tcp_tp_t *tp, size_t size);
+void cg__tcp_req_put(cg__tcp_tp_t *tp, cg__tcp_req_t *req);
+/* Frees everything cached (destroy). */
+void cg__tcp_cache_drain(cg__tcp_tp_t *tp);
 
 /* tcp_progress.c: socket progress on READY conns. */
 cg_status_t cg__tcp_conn_io(cg__tcp_conn_t *conn);

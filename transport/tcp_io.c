@@ -4,7 +4,8 @@
  * in posting order, unexpected messages (buffered in STAGING up to
  * CG_TCP_UNEXP_MAX per connection, then reading pauses), the split of each
  * message into per-socket fragments, and request completion. The socket
- * progress that moves the fragments lives in tcp_progress.c.
+ * progress that moves the fragments lives in tcp_progress.c; requests and
+ * staging buffers are recycled through tcp_cache.c.
  * Layer: transport; calls transport/sock, tcp_wire and core/base only.
  */
 #include <string.h>
@@ -18,7 +19,7 @@ static cg__tcp_req_t *cg__tcp_req_new(cg__tcp_conn_t *conn,
 {
     size_t size = sizeof(cg__tcp_req_t) +
                   (size_t)conn->nsocks * sizeof(cg__tcp_frag_t);
-    cg__tcp_req_t *req = cg__tcp_alloc(conn->tp, CG_MEM_CAT_CONTROL, size);
+    cg__tcp_req_t *req = cg__tcp_req_get(conn->tp, size);
 
     if (req == NULL)
         return NULL;
@@ -45,11 +46,11 @@ void cg__tcp_req_free(cg__tcp_req_t *req)
     cg_list_del(&req->link);
     cg_list_del(&req->plink);
     if (req->kind == CG_TCP_REQ_UNEXP && req->buf != NULL) {
-        cg__tcp_free(tp, CG_MEM_CAT_STAGING, req->buf, req->len);
+        cg__tcp_stage_put(tp, req->buf, req->len);
         if (req->conn != NULL)
             req->conn->unexp_bytes -= req->len;
     }
-    cg__tcp_free(tp, CG_MEM_CAT_CONTROL, req, req->alloc_size);
+    cg__tcp_req_put(tp, req);
 }
 
 void cg__tcp_req_finish(cg__tcp_req_t *req, cg_status_t status)
@@ -183,7 +184,7 @@ cg_status_t cg__tcp_place(cg__tcp_conn_t *conn, const cg_tcp_msg_hdr_t *hdr)
     if (u == NULL)
         return CG_INPROGRESS;
     if (hdr->len > 0) {
-        u->buf = cg__tcp_alloc(conn->tp, CG_MEM_CAT_STAGING, (size_t)hdr->len);
+        u->buf = cg__tcp_stage_get(conn->tp, (size_t)hdr->len);
         if (u->buf == NULL) {
             cg__tcp_req_free(u);
             return CG_INPROGRESS;

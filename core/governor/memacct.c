@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-category accounting of every byte the governor hands out, over a raw
- * backend (posix_memalign by default), with CG_FAULT_ALLOC injection on
+ * backend (aligned malloc by default), with CG_FAULT_ALLOC injection on
  * buffer categories. Lock-free: counters are C11 atomics, so any thread may
  * allocate and free. Layer: core/governor; calls core/base (log) only.
  */
 #include "core/governor/memacct.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "core/base/parse.h"
@@ -26,6 +27,17 @@ const char *cg_mem_cat_name(cg_mem_cat_t cat)
     return cg__mem_cat_names[cat];
 }
 
+/* malloc with the alignment made by hand: the block starts at the first
+ * CG_MEM_HOST_ALIGN boundary past the pointer malloc gave, which is kept
+ * just before it. Not posix_memalign: glibc's (2.36) asks its heap for
+ * size + alignment on every call and skips the per-thread cache, so a
+ * freed block rarely serves the next request of the same size; churn of
+ * request objects and staging buffers then grew the heap and faulted in
+ * fresh pages for every one (net_plugin_perf: a page fault per 4 KiB
+ * received). malloc of a repeated size reuses the block. Sanitizer
+ * builds keep posix_memalign for exact bounds. */
+#if defined(__SANITIZE_ADDRESS__)
+/* ASan: exact bounds (the slack below would hide small overruns). */
 static void *cg__host_alloc(void *arg, size_t size)
 {
     void *ptr = NULL;
@@ -41,6 +53,33 @@ static void cg__host_free(void *arg, void *ptr, size_t size)
     (void)size;
     free(ptr);
 }
+#else
+static void *cg__host_alloc(void *arg, size_t size)
+{
+    uint8_t *raw;
+    uintptr_t p;
+
+    (void)arg;
+    if (size > SIZE_MAX - CG_MEM_HOST_ALIGN)
+        return NULL;
+    raw = malloc(size + CG_MEM_HOST_ALIGN);
+    if (raw == NULL)
+        return NULL;
+    /* malloc aligns to at least 16, so there are >= 16 bytes before p. */
+    p = ((uintptr_t)raw + CG_MEM_HOST_ALIGN) &
+        ~(uintptr_t)(CG_MEM_HOST_ALIGN - 1);
+    ((void **)p)[-1] = raw;
+    return (void *)p;
+}
+
+static void cg__host_free(void *arg, void *ptr, size_t size)
+{
+    (void)arg;
+    (void)size;
+    if (ptr != NULL)
+        free(((void **)ptr)[-1]);
+}
+#endif
 
 cg_mem_backend_t cg_mem_backend_host(void)
 {

@@ -36,7 +36,8 @@ typedef struct cg_memacct {
     atomic_uint_fast64_t injected;        /* of which injected */
 } cg_memacct_t;
 
-/* The default host backend: posix_memalign(CG_MEM_HOST_ALIGN) and free. */
+/* The default host backend: malloc and free, blocks aligned to
+ * CG_MEM_HOST_ALIGN (memacct.c says why not posix_memalign). */
 cg_mem_backend_t cg_mem_backend_host(void);
 
 /* backend NULL or backend->alloc NULL selects cg_mem_backend_host(). */
