@@ -26,11 +26,24 @@ def _reset_handles():
     mpi_lib.horovod_torch_reset()
 
 
+# (kind, dtype, is_cuda, layout) -> the binding function, so a step's
+# thousand tensors do not each build the name from tensor.type() and look
+# it up (alternating A/B on this 2-core host: within the noise, 6.5-6.8
+# against 6.5-7.5 ms a step).
+_functions = {}
+
+
 def _function(kind, tensor):
-    name = "horovod_torch_%s_async_%s" % (kind, tensor.type().replace(".", "_"))
-    fn = getattr(mpi_lib, name, None)
+    key = (kind, tensor.dtype, tensor.is_cuda, tensor.layout)
+    fn = _functions.get(key)
     if fn is None:
-        raise ValueError("Tensor type %s is not supported." % tensor.type())
+        name = "horovod_torch_%s_async_%s" % (kind,
+                                              tensor.type().replace(".", "_"))
+        fn = getattr(mpi_lib, name, None)
+        if fn is None:
+            raise ValueError("Tensor type %s is not supported." %
+                             tensor.type())
+        _functions[key] = fn
     if not tensor.is_contiguous():
         raise ValueError("Tensor is required to be contiguous.")
     return fn
