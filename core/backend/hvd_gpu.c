@@ -71,10 +71,16 @@ size_t cg_hvd_gpu_fbuf_len(const cg_hvd_gpu_t *gpu)
     return gpu->fbuf_len;
 }
 
+/* True when p lies in [base, base + len). */
+static bool cg__in(const void *p, const void *base, size_t len)
+{
+    const char *c = p, *b = base;
+    return b != NULL && c >= b && c < b + len;
+}
+
 bool cg__hvd_gpu_host_ptr(const cg_hvd_gpu_t *gpu, const void *p)
 {
-    const char *c = p, *b = gpu->pbuf;
-    return b != NULL && c >= b && c < b + gpu->pbuf_len;
+    return cg__in(p, gpu->pbuf, gpu->pbuf_len);
 }
 
 #if CG_HAVE_CUDA
@@ -280,12 +286,6 @@ cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu)
     gpu->stage = p;
     gpu->stage_len = got;
     return CG_OK;
-}
-
-static bool cg__in(const void *p, const void *base, size_t len)
-{
-    const char *c = p, *b = base;
-    return b != NULL && c >= b && c < b + len;
 }
 
 /* A copy the batch may take: a tensor (device memory, never one of the

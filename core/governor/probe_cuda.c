@@ -28,6 +28,15 @@
 #include "cg_build.h"
 #include "core/base/error.h"
 
+int cg_cuda_probe_pick(int device, int local_rank, int ndev)
+{
+    if (ndev <= 0)
+        return -1;
+    if (device >= 0)
+        return device < ndev ? device : -1;
+    return (local_rank > 0 ? local_rank : 0) % ndev;
+}
+
 #if CG_HAVE_CUDA
 
 /* The driver's and NVML's C ABI, as far as the probe calls it. */
@@ -145,15 +154,6 @@ int cg_cuda_device_count(void)
     n = cp.ndev;
     dlclose(cp.cuda_lib);
     return n;
-}
-
-int cg_cuda_probe_pick(int device, int local_rank, int ndev)
-{
-    if (ndev <= 0)
-        return -1;
-    if (device >= 0)
-        return device < ndev ? device : -1;
-    return (local_rank > 0 ? local_rank : 0) % ndev;
 }
 
 /* Free and total of CUDA ordinal dev without creating a context. */
@@ -324,15 +324,6 @@ int cg_cuda_probe_built(void)
 int cg_cuda_device_count(void)
 {
     return 0;
-}
-
-int cg_cuda_probe_pick(int device, int local_rank, int ndev)
-{
-    if (ndev <= 0)
-        return -1;
-    if (device >= 0)
-        return device < ndev ? device : -1;
-    return (local_rank > 0 ? local_rank : 0) % ndev;
 }
 
 struct cg_cuda_probe {
