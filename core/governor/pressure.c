@@ -7,15 +7,12 @@
  */
 #include "core/governor/pressure.h"
 
+#include "core/base/enum.h"
+
 const char *cg_pressure_name(cg_pressure_t level)
 {
     switch (level) {
-    case CG_PRESSURE_OK:
-        return "ok";
-    case CG_PRESSURE_WARN:
-        return "warn";
-    case CG_PRESSURE_CRITICAL:
-        return "critical";
+        CG_PRESSURE_MAP(CG_ENUM_CASE)
     }
     return "unknown";
 }

@@ -22,10 +22,16 @@ typedef enum {
     CG_MEM_CAT_COUNT = 5
 } cg_mem_cat_t;
 
+/* The pressure levels, 0 to 2, with their names: X(enumerator, name). */
+#define CG_PRESSURE_MAP(X)              \
+    X(CG_PRESSURE_OK, "ok")             \
+    X(CG_PRESSURE_WARN, "warn")         \
+    X(CG_PRESSURE_CRITICAL, "critical")
+
 typedef enum {
-    CG_PRESSURE_OK = 0,
-    CG_PRESSURE_WARN = 1,
-    CG_PRESSURE_CRITICAL = 2
+#define CG__PRESSURE_ENUM(e, s) e,
+    CG_PRESSURE_MAP(CG__PRESSURE_ENUM)
+#undef CG__PRESSURE_ENUM
 } cg_pressure_t;
 
 typedef enum {

@@ -10,13 +10,16 @@
 #include "collguard/governor.h"
 #include "plugin/hvd_abi.h"
 
+/* The name of a level, from collguard/governor.h's one list. */
 static const char *pt__pressure_name(cg_pressure_t p)
 {
+#define PT__PRESSURE(e, s)                                                    \
+    case e:                                                                   \
+        return s;
     switch (p) {
-    case CG_PRESSURE_OK: return "ok";
-    case CG_PRESSURE_WARN: return "warn";
-    case CG_PRESSURE_CRITICAL: return "critical";
+        CG_PRESSURE_MAP(PT__PRESSURE)
     }
+#undef PT__PRESSURE
     return "unknown";
 }
 
