@@ -42,22 +42,37 @@ void cg_hvd_entry_free(cg_hvd_core_t *core, cg_hvd_entry_t *e)
     cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, e, cg__entry_bytes(core));
 }
 
+/* A vector of cap elements of el bytes, len of them used, doubled (64
+ * elements the first time) in the governor's control memory: *grown_p
+ * holds the len elements, old is freed, *cap the new capacity. */
+static cg_status_t cg__grow(cg_hvd_core_t *core, void *old, size_t len,
+                            size_t *cap, size_t el, void **grown_p)
+{
+    size_t n = *cap ? *cap * 2 : 64;
+    void *v;
+    cg_status_t st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
+                                       n * el, &v);
+
+    if (st != CG_OK)
+        return st;
+    if (len > 0)
+        memcpy(v, old, len * el);
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, old, *cap * el);
+    *grown_p = v;
+    *cap = n;
+    return CG_OK;
+}
+
 cg_status_t cg_hvd_reqv_push(cg_hvd_core_t *core, cg_hvd_reqv_t *v,
                              struct cg_hvd_req *req)
 {
     if (v->len == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        struct cg_hvd_req **n;
-        cg_status_t st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
-                                           cap * sizeof(*n), (void **)&n);
+        void *grown;
+        cg_status_t st = cg__grow(core, v->v, v->len, &v->cap,
+                                  sizeof(*v->v), &grown);
         if (st != CG_OK)
             return st;
-        if (v->len > 0)
-            memcpy(n, v->v, v->len * sizeof(*n));
-        cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, v->v,
-                         v->cap * sizeof(*n));
-        v->v = n;
-        v->cap = cap;
+        v->v = grown;
     }
     v->v[v->len++] = req;
     return CG_OK;
@@ -158,18 +173,13 @@ cg_status_t cg_hvd_entry_new(cg_hvd_core_t *core, int rank,
 cg_status_t cg_hvd_ready_push(cg_hvd_core_t *core, cg_hvd_entry_t *e)
 {
     if (core->ready_len == core->ready_cap) {
-        size_t cap = core->ready_cap ? core->ready_cap * 2 : 64;
-        cg_hvd_entry_t **r;
-        cg_status_t st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
-                                           cap * sizeof(*r), (void **)&r);
+        void *grown;
+        cg_status_t st = cg__grow(core, core->ready, core->ready_len,
+                                  &core->ready_cap, sizeof(*core->ready),
+                                  &grown);
         if (st != CG_OK)
             return st;
-        if (core->ready_len > 0)
-            memcpy(r, core->ready, core->ready_len * sizeof(*r));
-        cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->ready,
-                         core->ready_cap * sizeof(*r));
-        core->ready = r;
-        core->ready_cap = cap;
+        core->ready = grown;
     }
     core->ready[core->ready_len++] = e;
     return CG_OK;
