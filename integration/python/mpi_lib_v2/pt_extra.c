@@ -23,13 +23,37 @@ static const char *pt__pressure_name(cg_pressure_t p)
     return "unknown";
 }
 
+/* {category name: bytes} of one of the snapshot's per-category arrays. */
+static PyObject *pt__by_category(const uint64_t *bytes)
+{
+    static const char *const names[CG_MEM_CAT_COUNT] = {
+        [CG_MEM_CAT_FUSION] = "fusion",
+        [CG_MEM_CAT_RING] = "ring",
+        [CG_MEM_CAT_STAGING] = "staging",
+        [CG_MEM_CAT_REGISTRATION] = "registration",
+        [CG_MEM_CAT_CONTROL] = "control",
+    };
+    PyObject *d = PyDict_New(), *v;
+
+    for (int c = 0; d != NULL && c < CG_MEM_CAT_COUNT; c++) {
+        v = PyLong_FromUnsignedLongLong((unsigned long long)bytes[c]);
+        if (v == NULL || PyDict_SetItemString(d, names[c], v) != 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
 /* () -> dict; samples free memory now. */
 PyObject *pt_memory_snapshot(PyObject *self, PyObject *args)
 {
     cg_governor_snapshot_t s;
     cg_ctx_h ctx = cg_hvd_global_ctx();
     cg_status_t st;
-    PyObject *eta;
+    PyObject *eta, *peak, *current;
 
     (void)self;
     (void)args;
@@ -54,9 +78,18 @@ PyObject *pt_memory_snapshot(PyObject *self, PyObject *args)
         if (eta == NULL)
             return NULL;
     }
+    peak = pt__by_category(s.peak_bytes);
+    current = pt__by_category(s.current_bytes);
+    if (peak == NULL || current == NULL) {
+        Py_DECREF(eta);
+        Py_XDECREF(peak);
+        Py_XDECREF(current);
+        return NULL;
+    }
     return Py_BuildValue(
-        "{s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K}", "level",
-        pt__pressure_name(s.pressure), "memory",
+        "{s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K,s:i,s:N,"
+        "s:N}",
+        "level", pt__pressure_name(s.pressure), "memory",
         s.kind == CG_MEM_KIND_DEVICE ? "device" : "host", "free_bytes",
         (unsigned long long)s.free_bytes, "total_bytes",
         (unsigned long long)s.total_bytes, "reserve_bytes",
@@ -68,7 +101,9 @@ PyObject *pt_memory_snapshot(PyObject *self, PyObject *args)
         "alloc_failures", (unsigned long long)s.alloc_failures,
         "early_warnings", (unsigned long long)s.early_warnings,
         "fusion_current_bytes",
-        (unsigned long long)s.current_bytes[CG_MEM_CAT_FUSION]);
+        (unsigned long long)s.current_bytes[CG_MEM_CAT_FUSION], "degrades",
+        (unsigned long long)s.degrades, "device", s.device, "peak_bytes",
+        peak, "current_bytes", current);
 }
 
 /* () -> dict of cg_hvd_stats_t. */

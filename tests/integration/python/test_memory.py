@@ -18,6 +18,11 @@ def test_memory_pressure_reports_the_squeeze():
     assert state["budget_bytes"] == 0, state
     assert state["free_bytes"] > 0 and state["total_bytes"] > 0
     assert state["oom_eta_s"] is None or state["oom_eta_s"] >= 0
+    cats = {"fusion", "ring", "staging", "registration", "control"}
+    assert set(state["peak_bytes"]) == cats, state
+    assert set(state["current_bytes"]) == cats, state
+    assert all(state["peak_bytes"][c] >= state["current_bytes"][c]
+               for c in cats), state
 
 
 def test_callback_fires_on_the_training_thread_at_synchronize():
@@ -44,4 +49,6 @@ def test_results_stay_exact_under_allocation_faults():
         for k, (h, t) in enumerate(zip(hs, ts)):
             hvd.synchronize(h)
             assert torch.all(t == float(n * k + n * (n - 1) / 2))
-    assert hvd.memory_pressure()["alloc_failures"] > 0
+    state = hvd.memory_pressure()
+    assert state["alloc_failures"] > 0
+    assert state["peak_bytes"]["fusion"] > 0, state

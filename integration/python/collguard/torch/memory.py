@@ -20,7 +20,11 @@ def memory_pressure():
     """A dict: level ('ok', 'warn', 'critical'), memory ('host' or
     'device'), free_bytes, total_bytes, reserve_bytes, budget_bytes,
     fusion_bytes, chunk_bytes, nccl_buffsize, oom_eta_s (None: no OOM
-    projected), alloc_failures, early_warnings, fusion_current_bytes."""
+    projected), alloc_failures, early_warnings, fusion_current_bytes,
+    degrades (samples that shrank a buffer size), device (CUDA ordinal;
+    -1: host), and peak_bytes / current_bytes: dicts of collguard's own
+    accounted memory by category (fusion, ring, staging, registration,
+    control)."""
     return mpi_lib.collguard_memory_snapshot()
 
 

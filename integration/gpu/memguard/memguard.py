@@ -1,0 +1,336 @@
+# SPDX-License-Identifier: Apache-2.0
+"""One case of the memory-guard benchmark: a synthetic training step over
+the parameter shapes of a 350M-parameter transformer (GPT-2 medium: 24
+layers, width 1024, vocabulary 50257), gradients averaged every step, with
+only F bytes of device memory left free. The communicator and the model
+come first; then a ballast leaves F free, the way activations grow during
+a run; then the steps (the first is the communication's first use).
+
+Modes (one per process, so nothing allocated by one case helps another):
+  collguard  collguard.torch (HOROVOD_GPU_OPERATIONS picks the backend),
+             allreduce_async_ on every gradient, then synchronize
+  horovod    Horovod 0.28's defaults, reproduced over torch.distributed
+             with NCCL: a HOROVOD_FUSION_THRESHOLD (128 MiB) fusion buffer
+             allocated through the framework's allocator at the first
+             response of more than one tensor and kept; a tensor alone is
+             reduced in place; no degrade (operations.cc PerformOperation,
+             fusion_buffer_manager.cc)
+  ddp        torch DistributedDataParallel with its defaults (25 MiB
+             buckets, NCCL)
+  grow       collguard with a ballast that grows each step until little is
+             left: when the early warning fires, how the buffers shrink,
+             whether any allocation failed
+Prints one JSON object (the last line of stdout).
+  memguard.py --mode M --dtype fp32|bf16 [--free BYTES] [--steps N]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+
+MiB = 1 << 20
+HOROVOD_FUSION_THRESHOLD = 128 * MiB
+
+
+def gpt2_medium_shapes(scale=1):
+    """Parameter shapes in registration order (scale > 1 shrinks every
+    dimension, for a dry run on a CPU)."""
+    d, v, ctx, layers = 1024 // scale, 50257 // scale, 1024 // scale, 24
+    shapes = [(v, d), (ctx, d)]
+    for _ in range(layers):
+        shapes += [(d,), (d,), (d, 3 * d), (3 * d,), (d, d), (d,), (d,),
+                   (d,), (d, 4 * d), (4 * d,), (4 * d, d), (d,)]
+    return shapes + [(d,), (d,)]
+
+
+def free_bytes(dev):
+    if dev.type != "cuda":
+        return None
+    torch.cuda.synchronize(dev)
+    return torch.cuda.mem_get_info(dev)[0]
+
+
+class Ballast:
+    """Device memory held so that only `leave` bytes stay free; grow()
+    takes more. One tensor per call (a cudaMalloc each through torch's
+    allocator, with its cache emptied first, so the free figure is the
+    driver's)."""
+
+    def __init__(self, dev):
+        self.dev, self.parts = dev, []
+
+    def leave(self, leave):
+        torch.cuda.empty_cache()
+        take = free_bytes(self.dev) - leave
+        if take > 0:
+            self.take(take)
+        return free_bytes(self.dev)
+
+    def take(self, nbytes):
+        nbytes = max(2 * MiB, nbytes // (2 * MiB) * (2 * MiB))
+        self.parts.append(torch.empty(nbytes, dtype=torch.uint8,
+                                      device=self.dev))
+
+
+def oom_text(exc):
+    """The first line of an error, and the allocation it names."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+    return text[:300]
+
+
+class CollguardStep:
+    def __init__(self, dev, hvd):
+        self.hvd, self.dev = hvd, dev
+
+    def comm(self):
+        self.hvd.init()
+        probe = torch.ones(1, device=self.dev)
+        self.hvd.synchronize(self.hvd.allreduce_async_(probe, name="warmup"))
+
+    def step(self, grads, k):
+        hvd = self.hvd
+        hs = [hvd.allreduce_async_(g, name="grad.%d" % i, op=hvd.Average)
+              for i, g in enumerate(grads)]
+        for h in hs:
+            hvd.synchronize(h)
+
+
+class HorovodDefaultsStep:
+    """Horovod 0.28's GPU allreduce path, its memory behaviour kept:
+    responses fused up to the threshold, the fusion buffer allocated (by
+    the framework) at the first multi-tensor response and kept forever,
+    a single tensor reduced in place, Average as a sum then a scale."""
+
+    def __init__(self, dev):
+        self.dev, self.fusion = dev, None
+        self.threshold = int(os.environ.get("HOROVOD_FUSION_THRESHOLD",
+                                            HOROVOD_FUSION_THRESHOLD))
+
+    def comm(self):
+        init_process_group(self.dev)
+        import torch.distributed as dist
+        dist.all_reduce(torch.ones(1, device=self.dev))
+
+    def _flush(self, group):
+        import torch.distributed as dist
+        if len(group) == 1:
+            dist.all_reduce(group[0])
+            group[0].div_(dist.get_world_size())
+            return
+        if self.fusion is None:
+            self.fusion = torch.empty(self.threshold, dtype=torch.uint8,
+                                      device=self.dev)
+        buf = self.fusion.view(group[0].dtype)
+        off = 0
+        for g in group:
+            buf[off:off + g.numel()].copy_(g.view(-1))
+            off += g.numel()
+        dist.all_reduce(buf[:off])
+        buf[:off].div_(dist.get_world_size())
+        off = 0
+        for g in group:
+            g.view(-1).copy_(buf[off:off + g.numel()])
+            off += g.numel()
+
+    def step(self, grads, k):
+        group, size = [], 0
+        for g in grads:
+            nbytes = g.numel() * g.element_size()
+            if group and size + nbytes > self.threshold:
+                self._flush(group)
+                group, size = [], 0
+            group.append(g)
+            size += nbytes
+        if group:
+            self._flush(group)
+
+
+def init_process_group(dev):
+    import torch.distributed as dist
+    if dist.is_initialized():
+        return
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    dist.init_process_group("nccl" if dev.type == "cuda" else "gloo",
+                            rank=0, world_size=1)
+
+
+class ScaledSum(torch.nn.Module):
+    """Parameters of the given shapes; the loss is sum(p.sum() * c), so the
+    backward writes c into every gradient through an expanded view (no
+    temporaries the size of a parameter)."""
+
+    def __init__(self, params, c):
+        super().__init__()
+        self.ps = torch.nn.ParameterList(params)
+        self.c = c
+
+    def forward(self):
+        return sum(p.sum() * self.c for p in self.ps)
+
+
+class DdpStep:
+    def __init__(self, dev):
+        self.dev, self.ddp = dev, None
+
+    def comm(self):
+        init_process_group(self.dev)
+        import torch.distributed as dist
+        dist.all_reduce(torch.ones(1, device=self.dev))
+
+    def wrap(self, params, c):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        module = ScaledSum(params, c)
+        ids = [self.dev.index] if self.dev.type == "cuda" else None
+        self.ddp = DDP(module, device_ids=ids)
+        for p in params:
+            p.grad = torch.zeros_like(p)
+
+    def step(self, grads, k):
+        for p in self.ddp.module.ps:
+            p.grad.zero_()
+        self.ddp().backward()
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def snapshot(hvd):
+    s = hvd.memory_pressure()
+    return {k: s[k] for k in ("level", "free_bytes", "budget_bytes",
+                              "fusion_bytes", "fusion_current_bytes",
+                              "chunk_bytes", "nccl_buffsize",
+                              "early_warnings", "alloc_failures", "degrades",
+                              "peak_bytes", "current_bytes", "oom_eta_s")}
+
+
+def run(args, out):
+    dev = torch.device(args.device)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+        torch.cuda.init()
+        torch.ones(1, device=dev)  # the framework's context first
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    hvd = None
+    if args.mode in ("collguard", "grow"):
+        import collguard.torch as hvd
+        stepper = CollguardStep(dev, hvd)
+    elif args.mode == "horovod":
+        stepper = HorovodDefaultsStep(dev)
+    else:
+        stepper = DdpStep(dev)
+
+    free0 = free_bytes(dev)
+    stepper.comm()
+    free1 = free_bytes(dev)
+    out["comm_create_bytes"] = None if free0 is None else free0 - free1
+
+    gen = torch.Generator(device="cpu").manual_seed(1234)
+    shapes = gpt2_medium_shapes(args.scale)
+    out["params"] = sum(int(torch.Size(s).numel()) for s in shapes)
+    c = 0.3125  # exact in bf16 and fp32
+    if args.mode == "ddp":
+        params = [torch.nn.Parameter(torch.randn(s, generator=gen).to(
+            dev, dtype)) for s in shapes]
+        stepper.wrap(params, c)
+        grads = [p.grad for p in params]
+        refs = None
+    else:
+        # Gradients in backward order (the last layer's first).
+        grads = [torch.randn(s, generator=gen).to(dev, dtype)
+                 for s in reversed(shapes)]
+        refs = [g.clone() for g in grads]
+    free2 = free_bytes(dev)
+    out["model_bytes"] = None if free2 is None else free1 - free2
+
+    ballast = Ballast(dev)
+    if args.free is not None and dev.type == "cuda":
+        out["free_after_ballast"] = ballast.leave(args.free)
+    else:
+        out["free_after_ballast"] = free_bytes(dev)
+
+    times, trace = [], []
+    for k in range(args.steps):
+        if args.mode == "grow" and k > 0:
+            now = free_bytes(dev)
+            if now - args.grow_step < args.grow_floor:
+                break
+            ballast.take(args.grow_step)
+            time.sleep(args.grow_pause)
+        before = free_bytes(dev) if k == 0 else None
+        t0 = time.perf_counter()
+        stepper.step(grads, k)
+        sync(dev)
+        times.append(time.perf_counter() - t0)
+        if k == 0 and before is not None:
+            out["first_use_bytes"] = before - free_bytes(dev)
+        if hvd is not None and (args.mode == "grow" or k == 0):
+            s = snapshot(hvd)
+            s["step"], s["ms"] = k, times[-1] * 1e3
+            s["driver_free"] = free_bytes(dev)
+            trace.append(s)
+    out["steps_done"] = len(times)
+    out["completed"] = True
+    out["step_ms_median"] = statistics.median(
+        times[1:] if len(times) > 1 else times) * 1e3
+    out["first_step_ms"] = times[0] * 1e3
+    if refs is not None:
+        out["exact"] = all(torch.equal(g, r) for g, r in zip(grads, refs))
+    else:
+        want = torch.tensor(c, dtype=dtype)
+        out["exact"] = all(bool(torch.all(g == want.to(dev))) for g in grads)
+    if dev.type == "cuda":
+        out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
+    if hvd is not None:
+        out["collguard"] = snapshot(hvd)
+        out["collguard_stats"] = hvd.core_stats()
+        if args.mode == "grow":
+            out["trace"] = trace
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", required=True,
+                    choices=("collguard", "horovod", "ddp", "grow"))
+    ap.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
+    ap.add_argument("--free", type=int, default=None,
+                    help="bytes left free by the ballast (default: none)")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--scale", type=int, default=1)
+    ap.add_argument("--grow-step", type=int, default=128 * MiB)
+    ap.add_argument("--grow-floor", type=int, default=64 * MiB)
+    ap.add_argument("--grow-pause", type=float, default=0.15)
+    args = ap.parse_args()
+    if args.mode == "grow":
+        args.steps = max(args.steps, 1000)
+    out = {"mode": args.mode, "dtype": args.dtype, "free_req": args.free,
+           "backend": os.environ.get("HOROVOD_GPU_OPERATIONS", ""),
+           "completed": False}
+    rc = 0
+    try:
+        run(args, out)
+    except Exception as exc:  # noqa: BLE001 - the case's outcome
+        out["error"] = oom_text(exc)
+        out["error_type"] = type(exc).__name__
+        out["oom"] = ("out of memory" in str(exc).lower() or
+                      isinstance(exc, getattr(torch.cuda, "OutOfMemoryError",
+                                              ())))
+        out["traceback_tail"] = traceback.format_exc().splitlines()[-4:]
+        rc = 0 if out["oom"] else 1
+    sys.stdout.flush()
+    print(json.dumps(out))
+    sys.stdout.flush()
+    os._exit(rc)  # no teardown: a case that ran out of memory may hang there
+
+
+if __name__ == "__main__":
+    main()

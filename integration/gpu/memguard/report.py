@@ -1,0 +1,205 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The memory-guard benchmark's table and plot, from the JSON lines of
+memguard.py's cases: one row per (dtype, F), one column group per mode
+(completes or how it failed, step time, slowdown against the same mode
+unconstrained, collguard's own peak by category and its budget, NCCL's
+memory, exact results); then the growing-ballast trace; then the targets
+checked. Writes OUTDIR/table.md and, where matplotlib is installed,
+OUTDIR/memguard.png. Exit 1 when a target is missed.
+  report.py RESULTS.jsonl OUTDIR
+"""
+import json
+import os
+import sys
+
+MiB = 1 << 20
+MODES = ("horovod", "ddp", "collguard")
+LABEL = {"horovod": "Horovod defaults", "ddp": "DDP defaults",
+         "collguard": "collguard"}
+
+
+def size(b):
+    if b is None:
+        return "-"
+    if b >= 1 << 30 and b % (1 << 30) == 0:
+        return "%d GiB" % (b >> 30)
+    return "%.0f MiB" % (b / MiB) if b >= MiB else "%d KiB" % (b >> 10)
+
+
+def load(path):
+    cases = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                cases.append(json.loads(line))
+    return cases
+
+
+def outcome(c):
+    if c is None:
+        return "not run"
+    if c.get("completed"):
+        return "ok" if c.get("exact") else "WRONG RESULT"
+    kind = "OOM" if c.get("oom") else "error"
+    return "%s: %s" % (kind, c.get("error", "?")[:110])
+
+
+def collguard_peak(c):
+    peak = (c.get("collguard") or {}).get("peak_bytes") or {}
+    return sum(peak.values()), peak
+
+
+def table(cases):
+    by = {(c["mode"], c["dtype"], c["free_req"]): c for c in cases}
+    frees = sorted({c["free_req"] for c in cases if c["mode"] in MODES and
+                    c["free_req"] is not None}, reverse=True)
+    lines, misses = [], []
+    for dtype in ("fp32", "bf16"):
+        if not any(c["dtype"] == dtype for c in cases if c["mode"] in MODES):
+            continue
+        lines += ["", "#### %s gradients" % dtype, "",
+                  "| free F | Horovod defaults | DDP defaults | collguard | "
+                  "collguard ms/step (x unconstrained) | collguard peak "
+                  "(fusion/staging/other) | budget at end | NCCL create + "
+                  "first use | exact |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        base = {m: by.get((m, dtype, None)) for m in MODES}
+        for free in [None] + frees:
+            row = {m: by.get((m, dtype, free)) for m in MODES}
+            cg = row["collguard"]
+            ms = "-"
+            if cg and cg.get("completed"):
+                b = base["collguard"]
+                ratio = (cg["step_ms_median"] / b["step_ms_median"]
+                         if b and b.get("completed") else None)
+                ms = "%.2f" % cg["step_ms_median"] + (
+                    " (%.2fx)" % ratio if ratio else "")
+                if free is not None and free >= 256 * MiB and ratio and \
+                        ratio > 1.10:
+                    misses.append("%s F=%s: collguard slowdown %.2fx > 1.10"
+                                  % (dtype, size(free), ratio))
+                total, peak = collguard_peak(cg)
+                budget = cg["collguard"]["budget_bytes"]
+                other = total - peak.get("fusion", 0) - peak.get("staging", 0)
+                pk = "%s / %s / %s" % (size(peak.get("fusion", 0)),
+                                       size(peak.get("staging", 0)),
+                                       size(other))
+                nccl = "%s + %s" % (
+                    size(cg.get("comm_create_bytes")),
+                    size(max(0, (cg.get("first_use_bytes") or 0) -
+                             total)))
+                exact = "yes" if cg.get("exact") else "NO"
+                if not cg.get("exact"):
+                    misses.append("%s F=%s: collguard result differs" %
+                                  (dtype, size(free)))
+            else:
+                pk, budget, nccl, exact = "-", None, "-", "-"
+            for m in MODES:
+                if row[m] is not None and not row[m].get("completed") and \
+                        m == "collguard":
+                    misses.append("%s F=%s: collguard failed: %s" %
+                                  (dtype, size(free), outcome(row[m])))
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                "unconstrained" if free is None else size(free),
+                outcome(row["horovod"]), outcome(row["ddp"]),
+                outcome(row["collguard"]), ms, pk, size(budget), nccl, exact))
+    return lines, misses
+
+
+def grow_lines(cases):
+    lines, misses = [], []
+    for c in cases:
+        if c["mode"] != "grow":
+            continue
+        tr = c.get("trace") or []
+        lines += ["", "#### growing ballast (%s, collguard)" % c["dtype"], "",
+                  "| step | driver free | level | early warnings | fusion "
+                  "allowed | fusion held | degrades | alloc failures | ms |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        first_warn = next((t for t in tr if t["early_warnings"] > 0), None)
+        first_shrink = next((t for t in tr if tr and t["fusion_bytes"] <
+                             tr[0]["fusion_bytes"]), None)
+        for t in tr:
+            mark = " <- early warning" if t is first_warn else ""
+            lines.append("| %d | %s | %s | %d | %s | %s | %d | %d | %.2f%s |"
+                         % (t["step"], size(t["driver_free"]), t["level"],
+                            t["early_warnings"], size(t["fusion_bytes"]),
+                            size(t["fusion_current_bytes"]), t["degrades"],
+                            t["alloc_failures"], t["ms"], mark))
+        if not c.get("completed"):
+            misses.append("growing ballast: %s" % outcome(c))
+            continue
+        fails = tr[-1]["alloc_failures"] if tr else 0
+        lines += ["", "early warning at free %s; first shrink at free %s; "
+                  "allocation failures %d; results %s" % (
+                      size(first_warn["driver_free"]) if first_warn else "-",
+                      size(first_shrink["driver_free"]) if first_shrink
+                      else "-", fails, "exact" if c.get("exact") else
+                      "WRONG")]
+        if first_warn is None:
+            misses.append("growing ballast: no early warning")
+        if fails:
+            misses.append("growing ballast: %d allocation failures (the "
+                          "degrade was not pre-emptive)" % fails)
+    return lines, misses
+
+
+def plot(cases, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
+    for ax, dtype in zip(axes, ("fp32", "bf16")):
+        for m, style in zip(MODES, ("s--", "^:", "o-")):
+            pts = sorted((c["free_req"], c) for c in cases
+                         if c["mode"] == m and c["dtype"] == dtype and
+                         c["free_req"] is not None)
+            xs = [f / MiB for f, c in pts if c.get("completed")]
+            ys = [c["step_ms_median"] for f, c in pts if c.get("completed")]
+            ax.plot(xs, ys, style, label=LABEL[m])
+            fx = [f / MiB for f, c in pts if not c.get("completed")]
+            if fx:
+                ax.plot(fx, [0] * len(fx), "x", markersize=10,
+                        label="%s: OOM" % LABEL[m])
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("device memory left free (MiB)")
+        ax.set_ylabel("ms per step (median)")
+        ax.set_title("350M-parameter gradients, %s" % dtype)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(outdir, "memguard.png")
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def main():
+    cases = load(sys.argv[1])
+    outdir = sys.argv[2]
+    t, m1 = table(cases)
+    g, m2 = grow_lines(cases)
+    misses = m1 + m2
+    for mode in ("horovod", "ddp"):
+        for c in cases:
+            if c["mode"] == mode and not c.get("completed") and \
+                    not c.get("oom"):
+                misses.append("%s %s F=%s failed without OOM: %s" % (
+                    mode, c["dtype"], size(c["free_req"]), outcome(c)))
+    lines = t + g + ["", "targets: " + ("all met" if not misses else
+                                        "MISSED")] + \
+        ["- " + s for s in misses]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(outdir, "table.md"), "w") as f:
+        f.write(text)
+    png = plot(cases, outdir)
+    print(text)
+    print("plot:", png or "matplotlib not installed")
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
