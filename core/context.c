@@ -213,6 +213,15 @@ cg_status_t cg_ctx_governor_snapshot(cg_ctx_h ctx,
     return CG_OK;
 }
 
+cg_status_t cg_ctx_governor_reset_peaks(cg_ctx_h ctx)
+{
+    if (ctx == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM,
+                            "cg_ctx_governor_reset_peaks: NULL context");
+    cg_governor_reset_peaks(ctx->gov);
+    return CG_OK;
+}
+
 cg_status_t cg_ctx_estimate_params(cg_ctx_h ctx, cg_estimate_params_t *p)
 {
     if (ctx == NULL || p == NULL)

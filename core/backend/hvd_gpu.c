@@ -136,9 +136,9 @@ cg_status_t cg__gpu_batch_launch(const cg__gpu_batch_t *b, void *stream)
 #endif
 
 static const cg_mem_backend_t cg__dev_backend = {cg__dev_alloc, cg__dev_free,
-                                                 NULL};
+                                                 NULL, 1};
 static const cg_mem_backend_t cg__pinned_backend = {cg__pinned_alloc,
-                                                    cg__pinned_free, NULL};
+                                                    cg__pinned_free, NULL, 0};
 
 cg_status_t cg_hvd_gpu_check(cg_hvd_gpu_t *gpu, const char *what,
                              const char *name, int device)

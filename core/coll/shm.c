@@ -227,7 +227,7 @@ static cg_status_t cg__setup(const cg_shm_params_t *p, cg_shm_t *shm,
     cg_status_t st;
 
     cg__name(shm->name, sizeof(shm->name), id, shm->rank);
-    shm->backend = (cg_mem_backend_t){cg__seg_alloc, cg__seg_free, shm};
+    shm->backend = (cg_mem_backend_t){cg__seg_alloc, cg__seg_free, shm, 0};
     errno = 0;
     if (cg_governor_alloc_shrink_on(shm->gov, &shm->backend,
                                     CG_MEM_CAT_RING, want, want, 4096,

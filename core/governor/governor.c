@@ -435,6 +435,9 @@ void cg_governor_snapshot(const cg_governor_t *gov,
     for (int c = 0; c < CG_MEM_CAT_COUNT; c++) {
         snap->current_bytes[c] = cg_memacct_current(&g->acct, c);
         snap->peak_bytes[c] = cg_memacct_peak(&g->acct, c);
+        snap->device_current_bytes[c] =
+            cg_memacct_device_current(&g->acct, c);
+        snap->device_peak_bytes[c] = cg_memacct_device_peak(&g->acct, c);
     }
     snap->alloc_failures = cg_memacct_failures(&g->acct);
 }

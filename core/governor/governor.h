@@ -81,6 +81,8 @@ uint64_t cg_governor_nccl_buffsize(const cg_governor_t *gov);
 cg_pressure_t cg_governor_pressure(const cg_governor_t *gov);
 void cg_governor_snapshot(const cg_governor_t *gov,
                           cg_governor_snapshot_t *snap);
+/* Peaks of the accounting set to the current bytes (governor_alloc.c). */
+void cg_governor_reset_peaks(cg_governor_t *gov);
 
 /* Accounted allocation of exactly size bytes. Buffer categories (all but
  * CONTROL) are subject to CG_FAULT_ALLOC. CG_ERR_NO_MEMORY on failure. */

@@ -144,6 +144,12 @@ cg_status_t cg_governor_alloc_shrink(cg_governor_t *gov, cg_mem_cat_t cat,
                                        floor_var, ptr_p, got_p);
 }
 
+void cg_governor_reset_peaks(cg_governor_t *gov)
+{
+    if (gov != NULL)
+        cg_memacct_reset_peaks(&gov->acct);
+}
+
 void cg_governor_free_on(cg_governor_t *gov, const cg_mem_backend_t *backend,
                          cg_mem_cat_t cat, void *ptr, size_t size)
 {

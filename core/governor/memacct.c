@@ -83,7 +83,7 @@ static void cg__host_free(void *arg, void *ptr, size_t size)
 
 cg_mem_backend_t cg_mem_backend_host(void)
 {
-    cg_mem_backend_t b = {cg__host_alloc, cg__host_free, NULL};
+    cg_mem_backend_t b = {cg__host_alloc, cg__host_free, NULL, 0};
     return b;
 }
 
@@ -101,6 +101,8 @@ void cg_memacct_init(cg_memacct_t *acct, const cg_mem_backend_t *backend,
     for (int c = 0; c < CG_MEM_CAT_COUNT; c++) {
         atomic_init(&acct->current[c], 0);
         atomic_init(&acct->peak[c], 0);
+        atomic_init(&acct->device_current[c], 0);
+        atomic_init(&acct->device_peak[c], 0);
     }
 }
 
@@ -133,12 +135,10 @@ static int cg__memacct_inject(cg_memacct_t *acct, cg_mem_cat_t cat)
     return acct->fault_every != 0 && n % acct->fault_every == 0;
 }
 
-static void cg__memacct_raise_peak(cg_memacct_t *acct, cg_mem_cat_t cat,
-                                   uint64_t now)
+static void cg__memacct_raise(atomic_uint_fast64_t *peak_p, uint64_t now)
 {
-    uint64_t peak = atomic_load(&acct->peak[cat]);
-    while (now > peak &&
-           !atomic_compare_exchange_weak(&acct->peak[cat], &peak, now))
+    uint64_t peak = atomic_load(peak_p);
+    while (now > peak && !atomic_compare_exchange_weak(peak_p, &peak, now))
         ;
 }
 
@@ -167,7 +167,11 @@ void *cg_memacct_alloc_on(cg_memacct_t *acct, const cg_mem_backend_t *backend,
         return NULL;
     }
     now = atomic_fetch_add(&acct->current[cat], size) + size;
-    cg__memacct_raise_peak(acct, cat, now);
+    cg__memacct_raise(&acct->peak[cat], now);
+    if (be->device) {
+        now = atomic_fetch_add(&acct->device_current[cat], size) + size;
+        cg__memacct_raise(&acct->device_peak[cat], now);
+    }
     return ptr;
 }
 
@@ -186,6 +190,8 @@ void cg_memacct_free_on(cg_memacct_t *acct, const cg_mem_backend_t *backend,
         return;
     be->free(be->arg, ptr, size);
     atomic_fetch_sub(&acct->current[cat], size);
+    if (be->device)
+        atomic_fetch_sub(&acct->device_current[cat], size);
 }
 
 uint64_t cg_memacct_current(const cg_memacct_t *acct, cg_mem_cat_t cat)
@@ -196,6 +202,31 @@ uint64_t cg_memacct_current(const cg_memacct_t *acct, cg_mem_cat_t cat)
 uint64_t cg_memacct_peak(const cg_memacct_t *acct, cg_mem_cat_t cat)
 {
     return atomic_load(&((cg_memacct_t *)acct)->peak[cat]);
+}
+
+uint64_t cg_memacct_device_current(const cg_memacct_t *acct,
+                                   cg_mem_cat_t cat)
+{
+    return atomic_load(&((cg_memacct_t *)acct)->device_current[cat]);
+}
+
+uint64_t cg_memacct_device_peak(const cg_memacct_t *acct, cg_mem_cat_t cat)
+{
+    return atomic_load(&((cg_memacct_t *)acct)->device_peak[cat]);
+}
+
+/* The store may overwrite a peak an allocation raised meanwhile: the
+ * second load raises it again; later allocations raise it themselves. */
+void cg_memacct_reset_peaks(cg_memacct_t *acct)
+{
+    for (int c = 0; c < CG_MEM_CAT_COUNT; c++) {
+        atomic_store(&acct->peak[c], atomic_load(&acct->current[c]));
+        cg__memacct_raise(&acct->peak[c], atomic_load(&acct->current[c]));
+        atomic_store(&acct->device_peak[c],
+                     atomic_load(&acct->device_current[c]));
+        cg__memacct_raise(&acct->device_peak[c],
+                          atomic_load(&acct->device_current[c]));
+    }
 }
 
 uint64_t cg_memacct_failures(const cg_memacct_t *acct)

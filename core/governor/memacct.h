@@ -16,11 +16,13 @@
 #include "core/base/log.h"
 
 /* The raw allocator accounted over (malloc, cudaMalloc, ...). alloc returns
- * NULL on failure; free gets the size that was passed to alloc. */
+ * NULL on failure; free gets the size that was passed to alloc. device:
+ * its memory is GPU memory (counted again in device_current/device_peak). */
 typedef struct cg_mem_backend {
     void *(*alloc)(void *arg, size_t size);
     void (*free)(void *arg, void *ptr, size_t size);
     void *arg;
+    int device;
 } cg_mem_backend_t;
 
 /* Alignment of the default host backend (fits AVX-512 vector loads). */
@@ -32,6 +34,8 @@ typedef struct cg_memacct {
     atomic_uint_fast64_t buffer_attempts; /* non-CONTROL allocations tried */
     atomic_uint_fast64_t current[CG_MEM_CAT_COUNT];
     atomic_uint_fast64_t peak[CG_MEM_CAT_COUNT];
+    atomic_uint_fast64_t device_current[CG_MEM_CAT_COUNT]; /* of which GPU */
+    atomic_uint_fast64_t device_peak[CG_MEM_CAT_COUNT];
     atomic_uint_fast64_t failures;        /* backend NULL or injected */
     atomic_uint_fast64_t injected;        /* of which injected */
 } cg_memacct_t;
@@ -65,6 +69,13 @@ void cg_memacct_free_on(cg_memacct_t *acct, const cg_mem_backend_t *backend,
 
 uint64_t cg_memacct_current(const cg_memacct_t *acct, cg_mem_cat_t cat);
 uint64_t cg_memacct_peak(const cg_memacct_t *acct, cg_mem_cat_t cat);
+/* The same, GPU memory only (backends with device set). */
+uint64_t cg_memacct_device_current(const cg_memacct_t *acct,
+                                   cg_mem_cat_t cat);
+uint64_t cg_memacct_device_peak(const cg_memacct_t *acct, cg_mem_cat_t cat);
+/* Every peak (all and GPU) set to the current bytes: peaks count from
+ * now on. */
+void cg_memacct_reset_peaks(cg_memacct_t *acct);
 uint64_t cg_memacct_failures(const cg_memacct_t *acct);
 uint64_t cg_memacct_injected(const cg_memacct_t *acct);
 

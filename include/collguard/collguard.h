@@ -78,6 +78,9 @@ CG_API void cg_ctx_destroy(cg_ctx_h ctx);
 /* Samples free memory now and reports the governor's decisions. */
 CG_API cg_status_t cg_ctx_governor_snapshot(cg_ctx_h ctx,
                                             cg_governor_snapshot_t *snap);
+/* Sets every peak of the snapshot (peak_bytes, device_peak_bytes) to the
+ * current bytes, so later snapshots report the peak since this call. */
+CG_API cg_status_t cg_ctx_governor_reset_peaks(cg_ctx_h ctx);
 
 #ifdef __cplusplus
 }

@@ -58,6 +58,10 @@ typedef struct cg_governor_snapshot {
     int device;                /* CUDA ordinal of the memory; -1: host */
     double early_warning_age_s; /* seconds since the last early warning; <0
                                  * if none was raised */
+    /* Of current_bytes / peak_bytes, what is GPU memory (the rest is host
+     * memory: malloc'd or pinned). */
+    uint64_t device_current_bytes[CG_MEM_CAT_COUNT];
+    uint64_t device_peak_bytes[CG_MEM_CAT_COUNT];
 } cg_governor_snapshot_t;
 
 #ifdef __cplusplus

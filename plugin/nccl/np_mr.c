@@ -30,7 +30,7 @@ static void cg__np_mr_rec_free(void *arg, void *ptr, size_t size)
 }
 
 static const cg_mem_backend_t cg__np_mr_backend = {
-    cg__np_mr_rec_alloc, cg__np_mr_rec_free, NULL};
+    cg__np_mr_rec_alloc, cg__np_mr_rec_free, NULL, 0};
 
 static int cg__np_comm_ok(void *comm)
 {

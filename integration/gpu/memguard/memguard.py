@@ -170,8 +170,8 @@ class ScaledSum(torch.nn.Module):
         self.ps = torch.nn.ParameterList(params)
         self.c = c
 
-    def forward(self):
-        return sum(p.sum() * self.c for p in self.ps)
+    def forward(self, x):
+        return sum(p.sum() * self.c for p in self.ps) + x.sum()
 
 
 class DdpStep:
@@ -194,7 +194,7 @@ class DdpStep:
     def step(self, grads, k):
         for p in self.ddp.module.ps:
             p.grad.zero_()
-        self.ddp().backward()
+        self.ddp(torch.zeros(1, device=self.dev)).backward()
 
 
 def sync(dev):
@@ -208,7 +208,14 @@ def snapshot(hvd):
                               "fusion_bytes", "fusion_current_bytes",
                               "chunk_bytes", "nccl_buffsize",
                               "early_warnings", "alloc_failures", "degrades",
-                              "peak_bytes", "current_bytes", "oom_eta_s")}
+                              "peak_bytes", "current_bytes",
+                              "device_peak_bytes", "device_current_bytes",
+                              "oom_eta_s")}
+
+
+def device_held(hvd):
+    """collguard's own GPU memory now (all categories)."""
+    return sum(hvd.memory_pressure()["device_current_bytes"].values())
 
 
 def run(args, out):
@@ -230,7 +237,11 @@ def run(args, out):
     free0 = free_bytes(dev)
     stepper.comm()
     free1 = free_bytes(dev)
-    out["comm_create_bytes"] = None if free0 is None else free0 - free1
+    if free0 is not None:
+        # NCCL's (and the CUDA runtime's) cost: collguard's own buffers
+        # from the warm-up op are not NCCL's.
+        own = device_held(hvd) if hvd is not None else 0
+        out["comm_create_bytes"] = free0 - free1 - own
 
     gen = torch.Generator(device="cpu").manual_seed(1234)
     shapes = gpt2_medium_shapes(args.scale)
@@ -252,9 +263,20 @@ def run(args, out):
 
     ballast = Ballast(dev)
     if args.free is not None and dev.type == "cuda":
-        out["free_after_ballast"] = ballast.leave(args.free)
-    else:
-        out["free_after_ballast"] = free_bytes(dev)
+        # Like activations, the ballast takes what collguard gives back
+        # when its governor sees the squeeze (it samples every 100 ms and
+        # resizes its buffers at the next cycle).
+        for _ in range(5):
+            ballast.leave(args.free)
+            if hvd is None:
+                break
+            time.sleep(0.3)
+            if free_bytes(dev) <= args.free + 4 * MiB:
+                break
+    out["free_after_ballast"] = free_bytes(dev)
+    if hvd is not None:
+        hvd.reset_memory_peaks()
+        out["collguard_held_at_start"] = device_held(hvd)
 
     times, trace = [], []
     for k in range(args.steps):

@@ -112,6 +112,7 @@ PyObject *pt_reducescatter(PyObject *self, PyObject *args);
 
 /* pt_extra.c */
 PyObject *pt_memory_snapshot(PyObject *self, PyObject *args);
+PyObject *pt_memory_reset_peaks(PyObject *self, PyObject *args);
 PyObject *pt_core_stats(PyObject *self, PyObject *args);
 /* pt_estimate.c */
 PyObject *pt_estimate(PyObject *self, PyObject *args);

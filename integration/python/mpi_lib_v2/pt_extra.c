@@ -53,7 +53,7 @@ PyObject *pt_memory_snapshot(PyObject *self, PyObject *args)
     cg_governor_snapshot_t s;
     cg_ctx_h ctx = cg_hvd_global_ctx();
     cg_status_t st;
-    PyObject *eta, *peak, *current;
+    PyObject *eta, *peak, *current, *dpeak, *dcurrent;
 
     (void)self;
     (void)args;
@@ -80,15 +80,20 @@ PyObject *pt_memory_snapshot(PyObject *self, PyObject *args)
     }
     peak = pt__by_category(s.peak_bytes);
     current = pt__by_category(s.current_bytes);
-    if (peak == NULL || current == NULL) {
+    dpeak = pt__by_category(s.device_peak_bytes);
+    dcurrent = pt__by_category(s.device_current_bytes);
+    if (peak == NULL || current == NULL || dpeak == NULL ||
+        dcurrent == NULL) {
         Py_DECREF(eta);
         Py_XDECREF(peak);
         Py_XDECREF(current);
+        Py_XDECREF(dpeak);
+        Py_XDECREF(dcurrent);
         return NULL;
     }
     return Py_BuildValue(
         "{s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K,s:i,s:N,"
-        "s:N}",
+        "s:N,s:N,s:N}",
         "level", pt__pressure_name(s.pressure), "memory",
         s.kind == CG_MEM_KIND_DEVICE ? "device" : "host", "free_bytes",
         (unsigned long long)s.free_bytes, "total_bytes",
@@ -103,7 +108,27 @@ PyObject *pt_memory_snapshot(PyObject *self, PyObject *args)
         "fusion_current_bytes",
         (unsigned long long)s.current_bytes[CG_MEM_CAT_FUSION], "degrades",
         (unsigned long long)s.degrades, "device", s.device, "peak_bytes",
-        peak, "current_bytes", current);
+        peak, "current_bytes", current, "device_peak_bytes", dpeak,
+        "device_current_bytes", dcurrent);
+}
+
+/* () -> None: peaks count from now on (cg_ctx_governor_reset_peaks). */
+PyObject *pt_memory_reset_peaks(PyObject *self, PyObject *args)
+{
+    cg_ctx_h ctx = cg_hvd_global_ctx();
+
+    (void)self;
+    (void)args;
+    if (ctx == NULL) {
+        PyErr_SetString(PyExc_ValueError, "collguard: Horovod has not been "
+                        "initialized; use hvd.init().");
+        return NULL;
+    }
+    if (cg_ctx_governor_reset_peaks(ctx) != CG_OK) {
+        PyErr_Format(PyExc_RuntimeError, "collguard: %s", cg_last_error());
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 /* () -> dict of cg_hvd_stats_t. */

@@ -47,6 +47,8 @@ static PyMethodDef pt__methods[] = {
      "reset(): clears every handle"},
     {"collguard_memory_snapshot", pt_memory_snapshot, METH_NOARGS,
      "the memory governor's state: level, budget, free bytes, OOM ETA"},
+    {"collguard_memory_reset_peaks", pt_memory_reset_peaks, METH_NOARGS,
+     "collguard_memory_reset_peaks() -> None"},
     {"collguard_core_stats", pt_core_stats, METH_NOARGS,
      "the engine's counters (cg_hvd_stats_t)"},
     {"collguard_estimate", pt_estimate, METH_VARARGS,

@@ -92,7 +92,7 @@ Test(hvd_gpu_governor, second_allocator_accounted_and_shrunk,
      .init = gov_fake_init, .fini = gov_fake_fini, .timeout = 10)
 {
     dev_fake_t d = {.cap = 3 * MiB};
-    cg_mem_backend_t be = {dev_alloc, dev_free, &d};
+    cg_mem_backend_t be = {dev_alloc, dev_free, &d, 1};
     cg_governor_snapshot_t s;
     cg_config_t cfg;
     cg_governor_t *gov;
@@ -130,7 +130,7 @@ Test(hvd_gpu_governor, second_allocator_floor_failure_names_the_variable,
      .init = gov_fake_init, .fini = gov_fake_fini, .timeout = 10)
 {
     dev_fake_t d = {.cap = 512 * KiB};
-    cg_mem_backend_t be = {dev_alloc, dev_free, &d};
+    cg_mem_backend_t be = {dev_alloc, dev_free, &d, 1};
     cg_config_t cfg;
     cg_governor_t *gov;
     void *p = NULL;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Units for core/governor/memacct.c: current and peak per category, failure and
  * injection counters, CONTROL never injected, the live-bytes warning on
- * cleanup, the default host backend's alignment, and counting from many
- * threads at once. */
+ * cleanup, the default host backend's alignment, counting from many
+ * threads at once, the GPU share of a device backend's bytes and peaks
+ * reset to the current bytes. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -70,6 +71,45 @@ Test(memacct, current_and_peak_per_category)
     cr_assert_eq(cg_memacct_peak(&a, CG_MEM_CAT_FUSION), 4000);
 }
 
+/* A "device" backend over malloc: its bytes count as GPU memory too. */
+static const cg_mem_backend_t fake_device = {flaky_alloc, flaky_free, NULL,
+                                             1};
+
+Test(memacct, device_bytes_are_split_out_and_peaks_reset_to_current)
+{
+    cg_memacct_t a;
+    void *host, *dev, *dev2;
+
+    cg_memacct_init(&a, NULL, 0);
+    host = cg_memacct_alloc(&a, CG_MEM_CAT_FUSION, 1000, NULL);
+    dev = cg_memacct_alloc_on(&a, &fake_device, CG_MEM_CAT_FUSION, 3000,
+                              NULL);
+    dev2 = cg_memacct_alloc_on(&a, &fake_device, CG_MEM_CAT_STAGING, 700,
+                               NULL);
+    cr_assert(host && dev && dev2);
+    cr_assert_eq(cg_memacct_current(&a, CG_MEM_CAT_FUSION), 4000);
+    cr_assert_eq(cg_memacct_device_current(&a, CG_MEM_CAT_FUSION), 3000);
+    cr_assert_eq(cg_memacct_device_current(&a, CG_MEM_CAT_STAGING), 700);
+    cg_memacct_free_on(&a, &fake_device, CG_MEM_CAT_FUSION, dev, 3000);
+    cr_assert_eq(cg_memacct_device_current(&a, CG_MEM_CAT_FUSION), 0);
+    cr_assert_eq(cg_memacct_device_peak(&a, CG_MEM_CAT_FUSION), 3000);
+    cr_assert_eq(cg_memacct_peak(&a, CG_MEM_CAT_FUSION), 4000);
+
+    cg_memacct_reset_peaks(&a);
+    cr_assert_eq(cg_memacct_peak(&a, CG_MEM_CAT_FUSION), 1000);
+    cr_assert_eq(cg_memacct_device_peak(&a, CG_MEM_CAT_FUSION), 0);
+    cr_assert_eq(cg_memacct_device_peak(&a, CG_MEM_CAT_STAGING), 700);
+    dev = cg_memacct_alloc_on(&a, &fake_device, CG_MEM_CAT_FUSION, 500,
+                              NULL);
+    cr_assert_not_null(dev);
+    cr_assert_eq(cg_memacct_device_peak(&a, CG_MEM_CAT_FUSION), 500);
+    cr_assert_eq(cg_memacct_peak(&a, CG_MEM_CAT_FUSION), 1500);
+    cg_memacct_free_on(&a, &fake_device, CG_MEM_CAT_FUSION, dev, 500);
+    cg_memacct_free_on(&a, &fake_device, CG_MEM_CAT_STAGING, dev2, 700);
+    cg_memacct_free(&a, CG_MEM_CAT_FUSION, host, 1000);
+    cr_assert_eq(cg_memacct_cleanup(&a, NULL), 0);
+}
+
 Test(memacct, every_nth_buffer_allocation_is_injected_control_never)
 {
     cg_memacct_t a;
@@ -97,7 +137,7 @@ Test(memacct, every_nth_buffer_allocation_is_injected_control_never)
 
 Test(memacct, backend_failures_are_counted_not_injected)
 {
-    cg_mem_backend_t b = {flaky_alloc, flaky_free, NULL};
+    cg_mem_backend_t b = {flaky_alloc, flaky_free, NULL, 0};
     cg_memacct_t a;
     int inj = -1;
     void *p;

@@ -96,7 +96,7 @@ static inline void fake_params(cg_governor_params_t *p, const cg_config_t *cfg)
     p->cfg = cfg;
     p->probe = (cg_mem_probe_t){"fake", CG_MEM_KIND_HOST, fake_probe_read,
                                 &fake, NULL};
-    p->backend = (cg_mem_backend_t){fake_alloc, fake_free, &fake};
+    p->backend = (cg_mem_backend_t){fake_alloc, fake_free, &fake, 0};
     p->now_ns = fake_now;
     p->clock_arg = &fake;
     p->event_cb = fake_event;

@@ -52,3 +52,8 @@ def test_results_stay_exact_under_allocation_faults():
     state = hvd.memory_pressure()
     assert state["alloc_failures"] > 0
     assert state["peak_bytes"]["fusion"] > 0, state
+    # Host tensors only: none of collguard's memory is GPU memory.
+    assert sum(state["device_peak_bytes"].values()) == 0, state
+    hvd.reset_memory_peaks()
+    after = hvd.memory_pressure()
+    assert after["peak_bytes"] == after["current_bytes"], after

@@ -23,7 +23,8 @@ from collguard.torch.functions import (allgather_object, broadcast_object,
                                        broadcast_parameters)
 from collguard.torch.estimate import estimate_memory
 from collguard.torch.memory import (memory_pressure, on_memory_pressure,
-                                    remove_memory_pressure_callback)
+                                    remove_memory_pressure_callback,
+                                    reset_memory_peaks)
 from collguard.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum,
                                      allgather, allgather_async, allreduce,
                                      allreduce_, allreduce_async,

@@ -24,8 +24,15 @@ def memory_pressure():
     degrades (samples that shrank a buffer size), device (CUDA ordinal;
     -1: host), and peak_bytes / current_bytes: dicts of collguard's own
     accounted memory by category (fusion, ring, staging, registration,
-    control)."""
+    control), with device_peak_bytes / device_current_bytes the part of
+    them that is GPU memory."""
     return mpi_lib.collguard_memory_snapshot()
+
+
+def reset_memory_peaks():
+    """From now on, memory_pressure()'s peaks are the peaks since this
+    call."""
+    mpi_lib.collguard_memory_reset_peaks()
 
 
 def on_memory_pressure(callback):
