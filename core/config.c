@@ -144,6 +144,12 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "of the device fusion buffer (each up to 256KiB) made by one kernel "
      "launch instead of one cudaMemcpyAsync per tensor; 0: one copy each "
      "(for comparison). Needs a build with CUDA's compiler."},
+    {CG_CFG_GPU_STAGE_PIPELINE, "CG_GPU_STAGE_PIPELINE", {NULL, NULL},
+     CG__T_BOOL, "1", CG__OFF(gpu_stage_pipeline), NULL, 0, 0, 0,
+     "Horovod shim, CUDA tensors through a host backend (COLLGUARD, MPI): "
+     "staged over two pinned CG_CHUNK_SIZE slots and two streams, so the "
+     "copies of the chunks before and after overlap the host collective; "
+     "0: one chunk at a time through one slot (for comparison)."},
     {CG_CFG_UCX_SHM_ZCOPY, "CG_UCX_SHM_ZCOPY", {NULL, NULL}, CG__T_BOOL, "0",
      CG__OFF(ucx_shm_zcopy), NULL, 0, 0, 0,
      "UCX transport: 1 creates endpoints to peers on the same host without "

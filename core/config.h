@@ -91,6 +91,7 @@ typedef enum {
     CG_CFG_SOCKET_NSOCKS,
     CG_CFG_UCX_SHM_ZCOPY,
     CG_CFG_GPU_BATCH_COPIES,
+    CG_CFG_GPU_STAGE_PIPELINE,
     CG_CFG_ALGO,
     CG_CFG_SHM_SLOT,
     CG_CFG_SHM_CALIBRATE,
@@ -141,7 +142,8 @@ typedef struct cg_config {
     char socket_ifname[64];
     int socket_nsocks;
     bool ucx_shm_zcopy;
-    bool gpu_batch_copies;       /* CUDA fusion copies in one kernel */          /* UCX endpoints on one host: zero copy */
+    bool gpu_batch_copies;       /* CUDA fusion copies in one kernel */
+    bool gpu_stage_pipeline;     /* staged CUDA collectives over 2 slots */          /* UCX endpoints on one host: zero copy */
     cg_coll_algo_t algo;         /* collective algorithm choice */
     uint64_t shm_slot;           /* shared-memory slot bytes; 0: no shm */
     bool shm_calibrate;          /* large AllReduce: shm only if faster */

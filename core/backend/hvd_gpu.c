@@ -38,6 +38,7 @@ cg_status_t cg_hvd_gpu_create(cg_governor_t *gov, const cg_log_t *log,
                                      : CG_HVD_GPU_ALIGN;
     gpu->fusion_min = cfg->fusion_min;
     gpu->batching = cfg->gpu_batch_copies;
+    gpu->pipelining = cfg->gpu_stage_pipeline;
     atomic_init(&gpu->device, -1);
     atomic_init(&gpu->ndev, -1);
     *gpu_p = gpu;
@@ -49,6 +50,11 @@ void cg_hvd_gpu_batch_stats(const cg_hvd_gpu_t *gpu, uint64_t *launches,
 {
     *launches = gpu->launches;
     *copies = gpu->batched;
+}
+
+uint64_t cg_hvd_gpu_pipelined(const cg_hvd_gpu_t *gpu)
+{
+    return gpu->pipelined;
 }
 
 bool cg_hvd_gpu_active(const cg_hvd_gpu_t *gpu)
@@ -139,6 +145,22 @@ static const cg_mem_backend_t cg__dev_backend = {cg__dev_alloc, cg__dev_free,
                                                  NULL, 1};
 static const cg_mem_backend_t cg__pinned_backend = {cg__pinned_alloc,
                                                     cg__pinned_free, NULL, 0};
+
+cg_status_t cg__hvd_gpu_pinned(cg_hvd_gpu_t *gpu, size_t size, void **p)
+{
+    size_t got;
+
+    return cg_governor_alloc_shrink_on(gpu->gov, &cg__pinned_backend,
+                                       CG_MEM_CAT_STAGING, size, size,
+                                       CG_HVD_GPU_ALIGN, "CG_CHUNK_SIZE", p,
+                                       &got);
+}
+
+void cg__hvd_gpu_pinned_free(cg_hvd_gpu_t *gpu, void *p, size_t size)
+{
+    cg_governor_free_on(gpu->gov, &cg__pinned_backend, CG_MEM_CAT_STAGING,
+                        p, size);
+}
 
 cg_status_t cg_hvd_gpu_check(cg_hvd_gpu_t *gpu, const char *what,
                              const char *name, int device)
@@ -401,6 +423,7 @@ void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu)
 {
     if (gpu == NULL)
         return;
+    cg__gpu_pipe_destroy(gpu);
     if (gpu->stream != NULL) {
         (void)cg_hvd_gpu_sync(gpu);
         (void)cudaStreamDestroy((cudaStream_t)gpu->stream);

@@ -41,6 +41,8 @@ cg_status_t cg_hvd_gpu_check(cg_hvd_gpu_t *gpu, const char *what,
 /* Batched copies so far: kernel launches and the copies they made. */
 void cg_hvd_gpu_batch_stats(const cg_hvd_gpu_t *gpu, uint64_t *launches,
                             uint64_t *copies);
+/* Staged collectives that ran through the two-slot pipeline. */
+uint64_t cg_hvd_gpu_pipelined(const cg_hvd_gpu_t *gpu);
 
 /* True once a CUDA tensor was enqueued on this rank. */
 bool cg_hvd_gpu_active(const cg_hvd_gpu_t *gpu);

@@ -2,8 +2,9 @@
 /*
  * The CUDA state of the Horovod shim's core, shared by hvd_gpu.c (device,
  * stream, buffers, copies), hvd_gpu_batch.cu (many small copies in one
- * kernel) and hvd_gpu_stage.c (collectives staged through pinned host
- * memory). Private to those files and backend_nccl.c.
+ * kernel), hvd_gpu_pipe.c (the two-slot staging pipeline) and
+ * hvd_gpu_stage.c (collectives staged through pinned host memory).
+ * Private to those files and backend_nccl.c.
  * Layer: core/backend.
  */
 #ifndef CG_CORE_HVD_GPU_IMPL_H
@@ -43,8 +44,17 @@ struct cg_hvd_gpu {
     size_t dbuf_len;
     void *pbuf;           /* pinned fallback (FUSION), kept once made */
     size_t pbuf_len;
-    void *stage;          /* pinned staging (CG_MEM_CAT_STAGING) */
+    void *stage;          /* pinned staging (CG_MEM_CAT_STAGING): slot 0 */
     size_t stage_len;
+    /* The staging pipeline (hvd_gpu_pipe.c): a second slot, a stream for
+     * host-to-device copies beside `stream` (device-to-host), and per
+     * slot the events of its last copy in and out. */
+    bool pipelining;      /* CG_GPU_STAGE_PIPELINE */
+    int pipe_state;       /* 0 not tried, 1 ready, -1 unavailable */
+    void *stage2;         /* slot 1, stage_len bytes (STAGING) */
+    void *stream_out;
+    void *ev_in[2], *ev_out[2];
+    uint64_t pipelined;   /* collectives staged through the pipeline */
     cg_status_t failed;   /* first failed copy (CG_OK: none) */
     char failed_msg[256];
     bool batching;        /* CG_GPU_BATCH_COPIES (and a kernel built) */
@@ -59,6 +69,30 @@ cg_status_t cg__hvd_gpu_start(cg_hvd_gpu_t *gpu);
 cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu);
 /* True when p lies in the pinned fallback buffer (host-accessible). */
 bool cg__hvd_gpu_host_ptr(const cg_hvd_gpu_t *gpu, const void *p);
+/* Pinned host memory of category STAGING through the governor (exact
+ * size), and its release. */
+cg_status_t cg__hvd_gpu_pinned(cg_hvd_gpu_t *gpu, size_t size, void **p);
+void cg__hvd_gpu_pinned_free(cg_hvd_gpu_t *gpu, void *p, size_t size);
+
+/* hvd_gpu_pipe.c. The pipeline of a staged collective: chunk i+1 copied
+ * to the host (slot (i+1)&1, on `stream`) while the host works on chunk
+ * i in slot i&1, and chunk i copied back (on stream_out) while the host
+ * works on chunk i+1. Background thread only. */
+/* True when the pipeline can be used (set up the first time: the second
+ * slot, the stream and the events); false: stage chunk by chunk. */
+bool cg__gpu_pipe_ready(cg_hvd_gpu_t *gpu);
+void *cg__gpu_pipe_slot(const cg_hvd_gpu_t *gpu, int slot);
+/* Device to slot, after the slot's last copy out has finished. */
+cg_status_t cg__gpu_pipe_in(cg_hvd_gpu_t *gpu, int slot, const void *src,
+                            size_t bytes);
+/* Slot to device. */
+cg_status_t cg__gpu_pipe_out(cg_hvd_gpu_t *gpu, int slot, void *dst,
+                             size_t bytes);
+/* Host waits for the slot's last copy in (in) or out (!in). */
+cg_status_t cg__gpu_pipe_wait(cg_hvd_gpu_t *gpu, int slot, bool in);
+/* Host waits for both streams. */
+cg_status_t cg__gpu_pipe_end(cg_hvd_gpu_t *gpu);
+void cg__gpu_pipe_destroy(cg_hvd_gpu_t *gpu);
 
 
 #endif

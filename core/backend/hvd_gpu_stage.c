@@ -2,8 +2,10 @@
 /*
  * Collectives on CUDA buffers in the Horovod shim's core: NCCL runs on
  * them directly; host backends (COLLGUARD, MPI) run chunk by chunk through
- * the pinned staging buffer (copy to host, the host collective, copy
- * back), with CG_CHUNK_SIZE chunks so every rank cuts alike. Also the
+ * pinned staging memory (copy to host, the host collective, copy back),
+ * with CG_CHUNK_SIZE chunks so every rank cuts alike, pipelined over two
+ * slots where hvd_gpu_pipe.c can (the copies of chunks i-1 and i+1 run
+ * while the host works on chunk i), else one chunk at a time. Also the
  * host-side scaling the NCCL backend uses where NCCL has no exact op.
  * Background thread only. Layer: core/backend; calls the backends, core/reduce/reduce.h
  * and hvd_gpu.c's copies.
@@ -88,6 +90,82 @@ static cg_status_t cg__stage_start(cg_hvd_gpu_t *gpu, const void *a,
     return cg__hvd_gpu_stage_ensure(gpu);
 }
 
+/* What the host does with one staged chunk of n elements (at element
+ * offset off of the whole buffer). */
+typedef cg_status_t (*cg__host_fn)(void *arg, void *host, size_t off,
+                                   size_t n);
+
+/* One chunk at a time through slot 0: copy in, host, copy out. */
+static cg_status_t cg__staged_serial(cg_hvd_gpu_t *gpu, const char *src,
+                                     char *dst, size_t count, size_t dsize,
+                                     cg__host_fn fn, void *arg)
+{
+    size_t step = cg__chunk_elems(gpu, dsize);
+    cg_status_t st = CG_OK;
+
+    for (size_t off = 0; off < count && st == CG_OK; off += step) {
+        size_t n = count - off < step ? count - off : step;
+        if (src != NULL)
+            st = cg__copy_sync(gpu, gpu->stage, src + off * dsize,
+                               n * dsize);
+        if (st == CG_OK)
+            st = fn(arg, gpu->stage, off, n);
+        if (st == CG_OK && dst != NULL)
+            st = cg__copy_sync(gpu, dst + off * dsize, gpu->stage,
+                               n * dsize);
+    }
+    return st;
+}
+
+/* The same over two slots: chunk i+1 comes in while the host works on
+ * chunk i; chunk i goes out while the host works on chunk i+1. src NULL:
+ * nothing comes in (a broadcast's receivers); dst NULL: nothing goes out
+ * (its root). */
+static cg_status_t cg__staged_pipe(cg_hvd_gpu_t *gpu, const char *src,
+                                   char *dst, size_t count, size_t dsize,
+                                   cg__host_fn fn, void *arg)
+{
+    size_t step = cg__chunk_elems(gpu, dsize);
+    size_t chunks = (count + step - 1) / step;
+    cg_status_t st, end;
+
+    st = cg_hvd_gpu_sync(gpu); /* earlier copies on the stream are done */
+    if (st == CG_OK && src != NULL)
+        st = cg__gpu_pipe_in(gpu, 0, src,
+                             (count < step ? count : step) * dsize);
+    for (size_t i = 0; i < chunks && st == CG_OK; i++) {
+        size_t off = i * step, n = count - off < step ? count - off : step;
+        int slot = (int)(i & 1);
+        if (src != NULL && i + 1 < chunks) {
+            size_t o2 = off + step;
+            size_t n2 = count - o2 < step ? count - o2 : step;
+            st = cg__gpu_pipe_in(gpu, slot ^ 1, src + o2 * dsize,
+                                 n2 * dsize);
+        }
+        if (st == CG_OK && src != NULL)
+            st = cg__gpu_pipe_wait(gpu, slot, true);
+        else if (st == CG_OK && i >= 2) /* the slot's last chunk is out */
+            st = cg__gpu_pipe_wait(gpu, slot, false);
+        if (st == CG_OK)
+            st = fn(arg, cg__gpu_pipe_slot(gpu, slot), off, n);
+        if (st == CG_OK && dst != NULL)
+            st = cg__gpu_pipe_out(gpu, slot, dst + off * dsize, n * dsize);
+    }
+    /* Even after a failure: no copy may still use a slot. */
+    end = cg__gpu_pipe_end(gpu);
+    gpu->pipelined++;
+    return st != CG_OK ? st : end;
+}
+
+static cg_status_t cg__staged(cg_hvd_gpu_t *gpu, const char *src, char *dst,
+                              size_t count, size_t dsize, cg__host_fn fn,
+                              void *arg)
+{
+    if (count > cg__chunk_elems(gpu, dsize) && cg__gpu_pipe_ready(gpu))
+        return cg__staged_pipe(gpu, src, dst, count, dsize, fn, arg);
+    return cg__staged_serial(gpu, src, dst, count, dsize, fn, arg);
+}
+
 bool cg_backend_nccl_scales(cg_dtype_t dt, cg_redop_t op)
 {
     bool fl = dt == CG_DTYPE_F16 || dt == CG_DTYPE_BF16 ||
@@ -127,6 +205,22 @@ static cg_status_t cg__nccl_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
     return st;
 }
 
+typedef struct {
+    cg_backend_t *be;
+    cg_dtype_t dt;
+    cg_redop_t op;
+    double prescale, postscale;
+} cg__ar_t;
+
+static cg_status_t cg__ar_chunk(void *arg, void *host, size_t off, size_t n)
+{
+    cg__ar_t *a = arg;
+    (void)off;
+    return a->be->ops->allreduce(a->be, host, host, n, a->dt, a->op,
+                                 a->prescale, a->postscale,
+                                 CG_BACKEND_MEM_HOST);
+}
+
 cg_status_t cg_hvd_gpu_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
                                  const void *send, void *recv, size_t count,
                                  cg_dtype_t dt, cg_redop_t op,
@@ -142,23 +236,33 @@ cg_status_t cg_hvd_gpu_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
         return cg__nccl_allreduce(gpu, be, send, recv, count, dt, op,
                                   prescale, postscale);
     st = cg__stage_start(gpu, send, recv, &direct);
+    if (st != CG_OK || !direct) {
+        cg__ar_t a = {be, dt, op, prescale, postscale};
+        return st != CG_OK ? st
+                           : cg__staged(gpu, send, recv, count, dsize,
+                                        cg__ar_chunk, &a);
+    }
     for (size_t off = 0; off < count && st == CG_OK; off += step) {
         size_t n = count - off < step ? count - off : step;
-        const char *s = (const char *)send + off * dsize;
-        char *r = (char *)recv + off * dsize;
-        if (direct) {
-            st = be->ops->allreduce(be, s, r, n, dt, op, prescale, postscale,
-                                    CG_BACKEND_MEM_HOST);
-            continue;
-        }
-        st = cg__copy_sync(gpu, gpu->stage, s, n * dsize);
-        if (st == CG_OK)
-            st = be->ops->allreduce(be, gpu->stage, gpu->stage, n, dt, op,
-                                    prescale, postscale, CG_BACKEND_MEM_HOST);
-        if (st == CG_OK)
-            st = cg__copy_sync(gpu, r, gpu->stage, n * dsize);
+        st = be->ops->allreduce(be, (const char *)send + off * dsize,
+                                (char *)recv + off * dsize, n, dt, op,
+                                prescale, postscale, CG_BACKEND_MEM_HOST);
     }
     return st;
+}
+
+typedef struct {
+    cg_backend_t *be;
+    cg_dtype_t dt;
+    int root;
+} cg__bc_t;
+
+static cg_status_t cg__bc_chunk(void *arg, void *host, size_t off, size_t n)
+{
+    cg__bc_t *a = arg;
+    (void)off;
+    return a->be->ops->broadcast(a->be, host, n, a->dt, a->root,
+                                 CG_BACKEND_MEM_HOST);
 }
 
 cg_status_t cg_hvd_gpu_broadcast(cg_hvd_gpu_t *gpu, cg_backend_t *be,
@@ -181,46 +285,50 @@ cg_status_t cg_hvd_gpu_broadcast(cg_hvd_gpu_t *gpu, cg_backend_t *be,
     }
     is_root = gpu->rank == root;
     st = cg__stage_start(gpu, buf, buf, &direct);
+    if (st != CG_OK || !direct) {
+        cg__bc_t a = {be, dt, root};
+        return st != CG_OK ? st
+                           : cg__staged(gpu, is_root ? buf : NULL,
+                                        is_root ? NULL : buf, count, dsize,
+                                        cg__bc_chunk, &a);
+    }
     for (size_t off = 0; off < count && st == CG_OK; off += step) {
         size_t n = count - off < step ? count - off : step;
-        char *b = (char *)buf + off * dsize;
-        if (direct) {
-            st = be->ops->broadcast(be, b, n, dt, root, CG_BACKEND_MEM_HOST);
-            continue;
-        }
-        if (is_root)
-            st = cg__copy_sync(gpu, gpu->stage, b, n * dsize);
-        if (st == CG_OK)
-            st = be->ops->broadcast(be, gpu->stage, n, dt, root,
-                                    CG_BACKEND_MEM_HOST);
-        if (st == CG_OK && !is_root)
-            st = cg__copy_sync(gpu, b, gpu->stage, n * dsize);
+        st = be->ops->broadcast(be, (char *)buf + off * dsize, n, dt, root,
+                                CG_BACKEND_MEM_HOST);
     }
     return st;
+}
+
+typedef struct {
+    cg_dtype_t dt;
+    double factor;
+} cg__sc_t;
+
+static cg_status_t cg__sc_chunk(void *arg, void *host, size_t off, size_t n)
+{
+    cg__sc_t *a = arg;
+    (void)off;
+    cg_scale(host, n, a->dt, a->factor);
+    return CG_OK;
 }
 
 cg_status_t cg_hvd_gpu_host_scale(cg_hvd_gpu_t *gpu, void *buf,
                                   size_t count, cg_dtype_t dt, double factor)
 {
-    size_t dsize = cg_dtype_size(dt), step = cg__chunk_elems(gpu, dsize);
+    size_t dsize = cg_dtype_size(dt);
     bool direct;
     cg_status_t st;
 
     if (factor == 1.0 || count == 0)
         return CG_OK;
     st = cg__stage_start(gpu, buf, buf, &direct);
-    for (size_t off = 0; off < count && st == CG_OK; off += step) {
-        size_t n = count - off < step ? count - off : step;
-        char *b = (char *)buf + off * dsize;
-        if (direct) {
-            cg_scale(b, n, dt, factor);
-            continue;
-        }
-        st = cg__copy_sync(gpu, gpu->stage, b, n * dsize);
-        if (st == CG_OK) {
-            cg_scale(gpu->stage, n, dt, factor);
-            st = cg__copy_sync(gpu, b, gpu->stage, n * dsize);
-        }
+    if (st != CG_OK || !direct) {
+        cg__sc_t a = {dt, factor};
+        return st != CG_OK ? st
+                           : cg__staged(gpu, buf, buf, count, dsize,
+                                        cg__sc_chunk, &a);
     }
-    return st;
+    cg_scale(buf, count, dt, factor);
+    return CG_OK;
 }

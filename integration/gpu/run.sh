@@ -4,8 +4,9 @@
 # CUDA (and UCX when given its headers), runs the GPU checks registered
 # with ctest (label gpu: no CUDA context before the first CUDA tensor,
 # then only on its GPU), the same check on 2 ranks, the shim's GPU smoke
-# (NCCL, COLLGUARD, MPI, pinned fallback; batched copies on and off), the
-# step benchmark against NCCL's own calls, and collguard-info; writes each
+# (NCCL, COLLGUARD, MPI, pinned fallback; batched copies on and off; the
+# staging pipeline on and off), the staging-overlap benchmark, the step
+# benchmark against NCCL's own calls, and collguard-info; writes each
 # step's output to OUTDIR and a summary table to OUTDIR/summary.txt.
 # Exit 0: every step passed; 77: no CUDA device; else the failures' count.
 # usage: integration/gpu/run.sh OUTDIR [BUILD_DIR] [UCX_HEADERS_DIR]
@@ -56,6 +57,18 @@ step gpu-smoke bash integration/gpu/run_gpu_smoke.sh "$build" 5
 # The same smoke with one cudaMemcpyAsync per tensor (batched copies off).
 step gpu-smoke-unbatched env CG_GPU_BATCH_COPIES=0 \
     bash integration/gpu/run_gpu_smoke.sh "$build" 3
+# The staged path one chunk at a time (the two-slot pipeline off).
+step gpu-smoke-serial env CG_GPU_STAGE_PIPELINE=0 \
+    bash integration/gpu/run_gpu_smoke.sh "$build" 3
+# What the staging pipeline hides: 2 ranks staged through COLLGUARD,
+# pipeline on and off.
+if [ -x "$build/integration/gpu/stage_bench" ]; then
+    for p in 1 0; do
+        step "stage-bench-pipeline-$p" env HOROVOD_GPU_OPERATIONS=COLLGUARD \
+            CG_GPU_STAGE_PIPELINE=$p "$build/transport/collguard-run" -np 2 \
+            --timeout 300s -- "$build/integration/gpu/stage_bench"
+    done
+fi
 # 1000 x 4 KiB CUDA tensors: the shim (NCCL) against NCCL's own calls,
 # batched copies on and off, alternating.
 if [ -x "$build/integration/gpu/gpu_step_bench" ]; then
