@@ -146,22 +146,6 @@ static const cg_mem_backend_t cg__dev_backend = {cg__dev_alloc, cg__dev_free,
 static const cg_mem_backend_t cg__pinned_backend = {cg__pinned_alloc,
                                                     cg__pinned_free, NULL, 0};
 
-cg_status_t cg__hvd_gpu_pinned(cg_hvd_gpu_t *gpu, size_t size, void **p)
-{
-    size_t got;
-
-    return cg_governor_alloc_shrink_on(gpu->gov, &cg__pinned_backend,
-                                       CG_MEM_CAT_STAGING, size, size,
-                                       CG_HVD_GPU_ALIGN, "CG_CHUNK_SIZE", p,
-                                       &got);
-}
-
-void cg__hvd_gpu_pinned_free(cg_hvd_gpu_t *gpu, void *p, size_t size)
-{
-    cg_governor_free_on(gpu->gov, &cg__pinned_backend, CG_MEM_CAT_STAGING,
-                        p, size);
-}
-
 cg_status_t cg_hvd_gpu_check(cg_hvd_gpu_t *gpu, const char *what,
                              const char *name, int device)
 {
@@ -310,6 +294,29 @@ cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu)
     return CG_OK;
 }
 
+bool cg__hvd_gpu_stage2_ensure(cg_hvd_gpu_t *gpu)
+{
+    size_t got;
+    void *p;
+
+    if (gpu->stage2 != NULL || !gpu->pipelining || gpu->stage == NULL)
+        return gpu->stage2 != NULL;
+    if (gpu->pipe_state < 0) /* tried once and failed: not again */
+        return false;
+    if (cg_governor_alloc_shrink_on(gpu->gov, &cg__pinned_backend,
+                                    CG_MEM_CAT_STAGING, gpu->stage_len,
+                                    gpu->stage_len, CG_HVD_GPU_ALIGN,
+                                    "CG_CHUNK_SIZE", &p, &got) != CG_OK) {
+        cg_info(gpu->log, "staging pipeline off: no pinned memory for its "
+                "second slot (%s); chunks are staged one at a time",
+                cg_last_error());
+        gpu->pipe_state = -1;
+        return false;
+    }
+    gpu->stage2 = p;
+    return true;
+}
+
 /* A copy the batch may take: a tensor (device memory, never one of the
  * pinned host buffers) into or out of the device fusion buffer. The
  * copies of one batch run at once, in no order: a tensor's bytes go to
@@ -434,6 +441,8 @@ void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu)
                         gpu->pbuf, gpu->pbuf_len);
     cg_governor_free_on(gpu->gov, &cg__pinned_backend, CG_MEM_CAT_STAGING,
                         gpu->stage, gpu->stage_len);
+    cg_governor_free_on(gpu->gov, &cg__pinned_backend, CG_MEM_CAT_STAGING,
+                        gpu->stage2, gpu->stage_len);
     cg_governor_free(gpu->gov, CG_MEM_CAT_CONTROL, gpu, sizeof(*gpu));
 }
 
@@ -465,6 +474,12 @@ size_t cg_hvd_gpu_prepare(cg_hvd_gpu_t *gpu, size_t want)
 cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu)
 {
     return cg__hvd_gpu_start(gpu);
+}
+
+bool cg__hvd_gpu_stage2_ensure(cg_hvd_gpu_t *gpu)
+{
+    (void)gpu;
+    return false;
 }
 
 cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,

@@ -69,17 +69,17 @@ cg_status_t cg__hvd_gpu_start(cg_hvd_gpu_t *gpu);
 cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu);
 /* True when p lies in the pinned fallback buffer (host-accessible). */
 bool cg__hvd_gpu_host_ptr(const cg_hvd_gpu_t *gpu, const void *p);
-/* Pinned host memory of category STAGING through the governor (exact
- * size), and its release. */
-cg_status_t cg__hvd_gpu_pinned(cg_hvd_gpu_t *gpu, size_t size, void **p);
-void cg__hvd_gpu_pinned_free(cg_hvd_gpu_t *gpu, void *p, size_t size);
+/* The pipeline's second slot (stage_len bytes, pinned, STAGING), once;
+ * false when there is none (the first slot must exist). */
+bool cg__hvd_gpu_stage2_ensure(cg_hvd_gpu_t *gpu);
 
 /* hvd_gpu_pipe.c. The pipeline of a staged collective: chunk i+1 copied
  * to the host (slot (i+1)&1, on `stream`) while the host works on chunk
  * i in slot i&1, and chunk i copied back (on stream_out) while the host
  * works on chunk i+1. Background thread only. */
-/* True when the pipeline can be used (set up the first time: the second
- * slot, the stream and the events); false: stage chunk by chunk. */
+/* True when the pipeline can be used (the second slot allocated, and the
+ * stream and events, set up the first time); false: stage chunk by
+ * chunk. */
 bool cg__gpu_pipe_ready(cg_hvd_gpu_t *gpu);
 void *cg__gpu_pipe_slot(const cg_hvd_gpu_t *gpu, int slot);
 /* Device to slot, after the slot's last copy out has finished. */

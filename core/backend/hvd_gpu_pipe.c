@@ -5,9 +5,10 @@
  * host-to-device copies on a second one, and per slot an event for its
  * last copy in and its last copy out, so a host collective on one slot
  * overlaps the copies of the chunks before and after it
- * (hvd_gpu_stage.c drives it). Set up at the first staged collective;
- * where that fails (no pinned memory for the second slot, no stream) the
- * collectives stage chunk by chunk as before. Background thread only.
+ * (hvd_gpu_stage.c drives it; hvd_gpu.c owns the slots' memory). Set up
+ * at the first staged collective; where that fails (no pinned memory for
+ * the second slot, no stream) the collectives stage chunk by chunk as
+ * before. Background thread only.
  * Layer: core/backend; calls the CUDA runtime (only when CG_HAVE_CUDA).
  */
 #include "core/backend/hvd_gpu_impl.h"
@@ -25,7 +26,7 @@ static cg_status_t cg__cuda_fail(cg_hvd_gpu_t *gpu, const char *what,
 {
     (void)cudaGetLastError();
     return cg_error_set(CG_ERR_INTERNAL, "CUDA device %d: %s: %s",
-                        cg_hvd_gpu_device(gpu), what,
+                        atomic_load(&gpu->device), what,
                         cudaGetErrorString(err));
 }
 
@@ -35,12 +36,6 @@ static bool cg__setup(cg_hvd_gpu_t *gpu)
     cudaEvent_t ev;
     cudaError_t err;
 
-    if (cg__hvd_gpu_pinned(gpu, gpu->stage_len, &gpu->stage2) != CG_OK) {
-        cg_info(gpu->log, "staging pipeline off: no pinned memory for its "
-                "second slot (%s); chunks are staged one at a time",
-                cg_last_error());
-        return false;
-    }
     err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
@@ -67,7 +62,7 @@ static bool cg__setup(cg_hvd_gpu_t *gpu)
 
 bool cg__gpu_pipe_ready(cg_hvd_gpu_t *gpu)
 {
-    if (!gpu->pipelining || gpu->stage == NULL)
+    if (!gpu->pipelining || gpu->stage == NULL || gpu->stage2 == NULL)
         return false;
     if (gpu->pipe_state == 0) {
         gpu->pipe_state = cg__setup(gpu) ? 1 : -1;
@@ -134,7 +129,7 @@ static cg_status_t cg__poll(cg_hvd_gpu_t *gpu, bool is_event, void *h,
         if (t > gpu->timeout_ns)
             return cg_error_set(CG_ERR_TIMEOUT, "CUDA device %d: %s did not "
                                 "finish within CG_TIMEOUT (%.1f s)",
-                                cg_hvd_gpu_device(gpu), what,
+                                atomic_load(&gpu->device), what,
                                 gpu->timeout_ns / 1e9);
         if (t > CG_HVD_GPU_SPIN_NS)
             nanosleep(&nap, NULL);
@@ -170,12 +165,6 @@ void cg__gpu_pipe_destroy(cg_hvd_gpu_t *gpu)
             (void)cudaEventDestroy((cudaEvent_t)gpu->ev_out[i]);
         gpu->ev_in[i] = gpu->ev_out[i] = NULL;
     }
-    if (gpu->stage2 != NULL) {
-        if (gpu->stream != NULL)
-            (void)cudaStreamSynchronize((cudaStream_t)gpu->stream);
-        cg__hvd_gpu_pinned_free(gpu, gpu->stage2, gpu->stage_len);
-        gpu->stage2 = NULL;
-    }
 }
 
 #else /* !CG_HAVE_CUDA: nothing is ever staged */
@@ -199,7 +188,9 @@ cg_status_t cg__gpu_pipe_in(cg_hvd_gpu_t *gpu, int slot, const void *src,
     (void)slot;
     (void)src;
     (void)bytes;
-    return cg__hvd_gpu_start(gpu);
+    (void)gpu;
+    return cg_error_set(CG_ERR_UNSUPPORTED, "collguard was built without "
+                        "CUDA");
 }
 
 cg_status_t cg__gpu_pipe_out(cg_hvd_gpu_t *gpu, int slot, void *dst,
@@ -208,14 +199,18 @@ cg_status_t cg__gpu_pipe_out(cg_hvd_gpu_t *gpu, int slot, void *dst,
     (void)slot;
     (void)dst;
     (void)bytes;
-    return cg__hvd_gpu_start(gpu);
+    (void)gpu;
+    return cg_error_set(CG_ERR_UNSUPPORTED, "collguard was built without "
+                        "CUDA");
 }
 
 cg_status_t cg__gpu_pipe_wait(cg_hvd_gpu_t *gpu, int slot, bool in)
 {
     (void)slot;
     (void)in;
-    return cg__hvd_gpu_start(gpu);
+    (void)gpu;
+    return cg_error_set(CG_ERR_UNSUPPORTED, "collguard was built without "
+                        "CUDA");
 }
 
 cg_status_t cg__gpu_pipe_end(cg_hvd_gpu_t *gpu)

@@ -161,7 +161,8 @@ static cg_status_t cg__staged(cg_hvd_gpu_t *gpu, const char *src, char *dst,
                               size_t count, size_t dsize, cg__host_fn fn,
                               void *arg)
 {
-    if (count > cg__chunk_elems(gpu, dsize) && cg__gpu_pipe_ready(gpu))
+    if (count > cg__chunk_elems(gpu, dsize) &&
+        cg__hvd_gpu_stage2_ensure(gpu) && cg__gpu_pipe_ready(gpu))
         return cg__staged_pipe(gpu, src, dst, count, dsize, fn, arg);
     return cg__staged_serial(gpu, src, dst, count, dsize, fn, arg);
 }
