@@ -66,9 +66,11 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "then local rank % visible GPUs; it is read without creating a CUDA "
      "context."},
     {CG_CFG_MEM_RESERVE, "CG_MEM_RESERVE", {NULL, NULL}, CG__T_SIZE_OR_FRAC,
-     "5%", CG__OFF(mem_reserve), NULL, 0, 0, 0,
+     "0", CG__OFF(mem_reserve), NULL, 0, 0, 0,
      "Memory left untouched for the framework: a size (1G) or a percentage "
-     "of total (5%). budget = max(0, free - reserve) * fraction."},
+     "of total (5%). budget = max(0, free - reserve) * fraction; the "
+     "fraction already leaves the framework 3/4 of free memory, so the "
+     "reserve is for a known extra headroom."},
     {CG_CFG_MEM_FRACTION, "CG_MEM_FRACTION", {NULL, NULL}, CG__T_FRACTION,
      "25%", CG__OFF(mem_fraction), NULL, 0, 0, 0,
      "Share of free memory above the reserve that collguard's buffers may "
@@ -86,7 +88,7 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "Largest pipeline chunk of ring collectives."},
     {CG_CFG_CHUNK_MIN, "CG_CHUNK_MIN", {NULL, NULL}, CG__T_SIZE, "64KiB",
      CG__OFF(chunk_min), NULL, 0, 0, 0,
-     "Floor the chunk halves down to under pressure."},
+     "Floor of the pipeline chunk under pressure."},
     {CG_CFG_NCCL_BUFFSIZE, "CG_NCCL_BUFFSIZE", {"NCCL_BUFFSIZE", NULL},
      CG__T_SIZE, "4MiB", CG__OFF(nccl_buffsize), NULL, 0, 0, 0,
      "Largest NCCL_BUFFSIZE the governor exports before NCCL starts; a "
@@ -94,16 +96,20 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
     {CG_CFG_NCCL_BUFFSIZE_MIN, "CG_NCCL_BUFFSIZE_MIN", {NULL, NULL},
      CG__T_SIZE, "256KiB", CG__OFF(nccl_buffsize_min), NULL, 0, 0, 0,
      "Floor of the exported NCCL_BUFFSIZE."},
-    {CG_CFG_PRESSURE_WARN, "CG_PRESSURE_WARN", {NULL, NULL}, CG__T_FRACTION,
-     "10%", CG__OFF(pressure_warn), NULL, 0, 0, 0,
-     "Free memory below this share of total is pressure level WARN."},
+    {CG_CFG_PRESSURE_WARN, "CG_PRESSURE_WARN", {NULL, NULL},
+     CG__T_SIZE_OR_FRAC, "2GiB", CG__OFF(pressure_warn), NULL, 0, 0, 0,
+     "Free memory below this is pressure level WARN: a size (2G) or a "
+     "percentage of total (10%)."},
     {CG_CFG_PRESSURE_CRITICAL, "CG_PRESSURE_CRITICAL", {NULL, NULL},
-     CG__T_FRACTION, "5%", CG__OFF(pressure_critical), NULL, 0, 0, 0,
-     "Free memory below this share of total is pressure level CRITICAL."},
+     CG__T_SIZE_OR_FRAC, "512MiB", CG__OFF(pressure_critical), NULL, 0, 0,
+     0,
+     "Free memory below this is pressure level CRITICAL (a size or a "
+     "percentage of total; at most CG_PRESSURE_WARN)."},
     {CG_CFG_PRESSURE_HYSTERESIS, "CG_PRESSURE_HYSTERESIS", {NULL, NULL},
-     CG__T_FRACTION, "2%", CG__OFF(pressure_hysteresis), NULL, 0, 0, 0,
-     "A level is left only when free memory rises this far (share of total) "
-     "above its threshold..."},
+     CG__T_SIZE_OR_FRAC, "256MiB", CG__OFF(pressure_hysteresis), NULL, 0, 0,
+     0,
+     "A level is left only when free memory rises this far (a size or a "
+     "percentage of total) above its threshold..."},
     {CG_CFG_PRESSURE_DWELL, "CG_PRESSURE_DWELL", {NULL, NULL}, CG__T_DURATION,
      "1s", CG__OFF(pressure_dwell_ns), NULL, 0, 0, 1000000000ull,
      "...and stays there this long (bare number: seconds)."},
@@ -396,11 +402,21 @@ static const char *cg__process_getenv(void *arg, const char *name)
 /* Cross-field rules a single field cannot express. */
 static cg_status_t cg__config_check(const cg_config_t *cfg)
 {
-    if (cfg->pressure_critical > cfg->pressure_warn)
+    const cg_size_or_frac_t *crit = &cfg->pressure_critical,
+                            *warn = &cfg->pressure_warn;
+
+    /* Of one kind they compare here; a size against a share only against
+     * a total, which the governor checks at its first reading. */
+    if ((crit->fraction >= 0.0) == (warn->fraction >= 0.0) &&
+        (crit->fraction >= 0.0 ? crit->fraction > warn->fraction
+                               : crit->bytes > warn->bytes)) {
+        char c[32], w[32];
         return cg_error_set(CG_ERR_CONFIG,
-                            "CG_PRESSURE_CRITICAL (%.3g) must not exceed "
-                            "CG_PRESSURE_WARN (%.3g)",
-                            cfg->pressure_critical, cfg->pressure_warn);
+                            "CG_PRESSURE_CRITICAL (%s) must not exceed "
+                            "CG_PRESSURE_WARN (%s)",
+                            cg_config_format_size(crit, c, sizeof(c)),
+                            cg_config_format_size(warn, w, sizeof(w)));
+    }
     if (cfg->timeout_ns < 1000000000ull)
         return cg_error_set(CG_ERR_CONFIG,
                             "CG_TIMEOUT must be at least 1s (got %.3fs)",
@@ -527,6 +543,16 @@ uint64_t cg_config_resolve_size(const cg_size_or_frac_t *v, uint64_t total)
     return v->bytes;
 }
 
+const char *cg_config_format_size(const cg_size_or_frac_t *v, char *buf,
+                                  size_t len)
+{
+    if (v->fraction >= 0.0)
+        snprintf(buf, len, "%g%%", v->fraction * 100.0);
+    else
+        cg_format_size(v->bytes, buf, (unsigned)len);
+    return buf;
+}
+
 const char *cg_config_name(cg_config_id_t id)
 {
     return (id >= 0 && id < CG_CFG_COUNT) ? cg__fields[id].name : "?";
@@ -544,14 +570,9 @@ static void cg__format_value(const cg__field_t *f, const cg_config_t *cfg,
     case CG__T_SIZE:
         cg_format_size(*(const uint64_t *)src, buf, (unsigned)len);
         return;
-    case CG__T_SIZE_OR_FRAC: {
-        const cg_size_or_frac_t *v = (const cg_size_or_frac_t *)src;
-        if (v->fraction >= 0.0)
-            snprintf(buf, len, "%g%%", v->fraction * 100.0);
-        else
-            cg_format_size(v->bytes, buf, (unsigned)len);
+    case CG__T_SIZE_OR_FRAC:
+        cg_config_format_size((const cg_size_or_frac_t *)src, buf, len);
         return;
-    }
     case CG__T_FRACTION:
         snprintf(buf, len, "%g%%", *(const double *)src * 100.0);
         return;

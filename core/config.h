@@ -11,6 +11,7 @@
 #define CG_CORE_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -128,9 +129,9 @@ typedef struct cg_config {
     uint64_t chunk_min;
     uint64_t nccl_buffsize;
     uint64_t nccl_buffsize_min;
-    double pressure_warn;        /* free/total below this: WARN */
-    double pressure_critical;    /* free/total below this: CRITICAL */
-    double pressure_hysteresis;  /* must rise this far above to recover */
+    cg_size_or_frac_t pressure_warn;       /* free below this: WARN */
+    cg_size_or_frac_t pressure_critical;   /* free below this: CRITICAL */
+    cg_size_or_frac_t pressure_hysteresis; /* rise this far to recover */
     uint64_t pressure_dwell_ns;  /* and stay there this long */
     uint64_t probe_interval_ns;
     uint64_t oom_window_ns;
@@ -191,6 +192,10 @@ cg_status_t cg_config_load(cg_config_t *cfg, cg_getenv_fn getenv_fn,
 
 /* Resolves a size-or-fraction against a total. */
 uint64_t cg_config_resolve_size(const cg_size_or_frac_t *v, uint64_t total);
+
+/* Writes a size-or-fraction as it is given ("5%", "512 MiB"); returns buf. */
+const char *cg_config_format_size(const cg_size_or_frac_t *v, char *buf,
+                                  size_t len);
 
 /* Name of the variable for a field ("CG_MEM_RESERVE"). */
 const char *cg_config_name(cg_config_id_t id);

@@ -7,20 +7,27 @@
  *
  * Formulas (cap = what the user asked for, floor = the *_MIN variable;
  * clamp(x) = min(max(x, floor), cap), and cap alone when cap <= floor):
- *   reserve = CG_MEM_RESERVE (bytes, or a share of total)
+ *   reserve = CG_MEM_RESERVE (bytes, or a share of total; default 0)
  *   budget  = max(0, free - reserve) * CG_MEM_FRACTION
  *   fusion  = clamp(pow2floor(budget / 2))   cap CG_FUSION_THRESHOLD (0: off)
  *   chunk   = clamp(pow2floor(budget / 16))  cap CG_CHUNK_SIZE
  *   nccl_buffsize = clamp(pow2floor(budget / 4 / 64)) cap NCCL_BUFFSIZE:
  *             a quarter of the budget for NCCL's buffers, spread over up to
  *             32 channels x 2 directions = 64 buffers of NCCL_BUFFSIZE.
- * Degradation, once per sample: CRITICAL halves chunk and fusion twice,
- * WARN or an active early warning once (never below the floor); OK doubles
- * them back up to the budget-derived sizes above. NCCL_BUFFSIZE is not
- * degraded: NCCL reads it once, at communicator creation.
+ * Pressure compares free bytes with CG_PRESSURE_WARN / _CRITICAL (sizes, or
+ * shares of total resolved at every sample; pressure.c has the rules).
+ * Degradation is not cumulative: every sample sets, for chunk and fusion,
+ *   level cap = max(target >> h, min(floor, target)),
+ *   h = 2 at CRITICAL, 1 at WARN or during an early warning, 0 at OK,
+ * where target is the budget-derived size above. A size above its cap drops
+ * to it at once; one below doubles toward it, once per sample. An
+ * allocation failure halves both sizes once (not below the floor), so they
+ * regrow one doubling per sample. NCCL_BUFFSIZE is not degraded: NCCL reads
+ * it once, at communicator creation.
  */
 #include "core/governor/governor_impl.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -47,20 +54,30 @@ static uint64_t cg__clamp(uint64_t x, uint64_t floor, uint64_t cap)
     return x < floor ? floor : x > cap ? cap : x;
 }
 
-/* One degradation step of a size: halvings > 0 halves that many times (not
- * below floor), 0 doubles back toward target. Never above target. */
-static uint64_t cg__step(uint64_t cur, uint64_t target, uint64_t floor,
-                         int halvings)
+/* The size a pressure level allows: target halved h times, never below
+ * the floor (a target below its floor wins). */
+static uint64_t cg__level_cap(uint64_t target, uint64_t floor, int h)
 {
     if (floor > target)
         floor = target;
-    if (cur > target || cur == 0)
-        cur = target;
-    if (halvings == 0)
-        return cur > target / 2 ? target : cur * 2;
-    for (; halvings > 0; halvings--)
-        cur = cur / 2 < floor ? floor : cur / 2;
-    return cur;
+    return target >> h < floor ? floor : target >> h;
+}
+
+/* One sample's move of a size toward its level cap: down at once, up by
+ * one doubling. */
+static uint64_t cg__toward(uint64_t cur, uint64_t cap)
+{
+    if (cur >= cap || cur == 0)
+        return cap;
+    return cur > cap / 2 ? cap : cur * 2;
+}
+
+/* One halving after an allocation failure, not below the floor. */
+static uint64_t cg__halve(uint64_t cur, uint64_t target, uint64_t floor)
+{
+    if (floor > target)
+        floor = target;
+    return cur / 2 < floor ? floor : cur / 2;
 }
 
 void cg__governor_event(const cg_governor_t *gov, cg__gov_events_t *events,
@@ -91,42 +108,59 @@ static cg_gov_event_t cg__governor_ev(const cg_governor_t *gov,
     return ev;
 }
 
-/* Moves chunk and fusion one step (halvings as cg__step) and reports a
+/* Sets chunk and fusion, counts a shrink, logs a change and reports a
  * chunk change. Caller holds the lock. */
-static void cg__governor_resize(cg_governor_t *gov, int halvings,
-                                const char *why, cg__gov_events_t *events)
+static void cg__governor_set_sizes(cg_governor_t *gov, uint64_t chunk,
+                                   uint64_t fusion, const char *why,
+                                   cg__gov_events_t *events)
 {
-    const cg_config_t *cfg = &gov->cfg;
     uint64_t old_chunk = gov->chunk, old_fusion = gov->fusion;
     char b[4][32];
 
-    gov->chunk = cg__step(gov->chunk, gov->chunk_target, cfg->chunk_min,
-                          halvings);
-    gov->fusion = gov->fusion_target == 0
-                      ? 0
-                      : cg__step(gov->fusion, gov->fusion_target,
-                                 cfg->fusion_min, halvings);
-    if (gov->chunk == old_chunk && gov->fusion == old_fusion)
+    if (chunk == old_chunk && fusion == old_fusion)
         return;
-    if (gov->chunk < old_chunk || gov->fusion < old_fusion)
+    gov->chunk = chunk;
+    gov->fusion = fusion;
+    if (chunk < old_chunk || fusion < old_fusion)
         gov->degrades++;
     cg_info(gov->log, "chunk %s -> %s, fusion buffer %s -> %s (%s)",
             cg_format_size(old_chunk, b[0], sizeof(b[0])),
-            cg_format_size(gov->chunk, b[1], sizeof(b[1])),
+            cg_format_size(chunk, b[1], sizeof(b[1])),
             cg_format_size(old_fusion, b[2], sizeof(b[2])),
-            cg_format_size(gov->fusion, b[3], sizeof(b[3])), why);
-    if (gov->chunk != old_chunk) {
+            cg_format_size(fusion, b[3], sizeof(b[3])), why);
+    if (chunk != old_chunk) {
         cg_gov_event_t ev = cg__governor_ev(gov, CG_GOV_EVENT_CHUNK);
         ev.old_size = old_chunk;
-        ev.new_size = gov->chunk;
+        ev.new_size = chunk;
         cg__governor_event(gov, events, &ev);
     }
+}
+
+/* A sample's step: chunk and fusion toward the caps of h halvings. */
+static void cg__governor_follow(cg_governor_t *gov, int h, const char *why,
+                                cg__gov_events_t *events)
+{
+    const cg_config_t *cfg = &gov->cfg;
+    uint64_t chunk_cap = cg__level_cap(gov->chunk_target, cfg->chunk_min, h);
+    uint64_t fusion_cap = cg__level_cap(gov->fusion_target, cfg->fusion_min,
+                                        h);
+
+    cg__governor_set_sizes(gov, cg__toward(gov->chunk, chunk_cap),
+                           gov->fusion_target == 0
+                               ? 0
+                               : cg__toward(gov->fusion, fusion_cap),
+                           why, events);
 }
 
 void cg__governor_degrade(cg_governor_t *gov, const char *why,
                           cg__gov_events_t *events)
 {
-    cg__governor_resize(gov, 1, why, events);
+    const cg_config_t *cfg = &gov->cfg;
+
+    cg__governor_set_sizes(
+        gov, cg__halve(gov->chunk, gov->chunk_target, cfg->chunk_min),
+        cg__halve(gov->fusion, gov->fusion_target, cfg->fusion_min), why,
+        events);
 }
 
 /* Budget and budget-derived sizes from the last free/total. */
@@ -156,26 +190,29 @@ static void cg__governor_size(cg_governor_t *gov)
 static void cg__governor_pressure(cg_governor_t *gov, uint64_t now,
                                   cg__gov_events_t *events)
 {
+    const cg_config_t *cfg = &gov->cfg;
     cg_pressure_t old = gov->fsm.level, level;
-    double frac = gov->total_bytes == 0
-                      ? 0.0
-                      : (double)gov->free_bytes / (double)gov->total_bytes;
-    char b[2][32];
+    uint64_t total = gov->total_bytes;
+    double pct = total == 0 ? 0.0
+                            : (double)gov->free_bytes / (double)total * 100.0;
+    char b[4][32];
     cg_gov_event_t ev;
 
-    level = cg_pressure_update(&gov->fsm, frac, now);
+    cg_pressure_set_thresholds(
+        &gov->fsm, cg_config_resolve_size(&cfg->pressure_warn, total),
+        cg_config_resolve_size(&cfg->pressure_critical, total),
+        cg_config_resolve_size(&cfg->pressure_hysteresis, total));
+    level = cg_pressure_update(&gov->fsm, gov->free_bytes, now);
     if (level == old)
         return;
     cg_format_size(gov->free_bytes, b[0], sizeof(b[0]));
-    cg_format_size(gov->total_bytes, b[1], sizeof(b[1]));
-    if (level > old)
-        cg_warn(gov->log, "memory pressure %s -> %s: free %s of %s (%.1f%%)",
-                cg_pressure_name(old), cg_pressure_name(level), b[0], b[1],
-                frac * 100.0);
-    else
-        cg_info(gov->log, "memory pressure %s -> %s: free %s of %s (%.1f%%)",
-                cg_pressure_name(old), cg_pressure_name(level), b[0], b[1],
-                frac * 100.0);
+    cg_format_size(total, b[1], sizeof(b[1]));
+    cg_format_size(gov->fsm.warn, b[2], sizeof(b[2]));
+    cg_format_size(gov->fsm.critical, b[3], sizeof(b[3]));
+    cg_log_at(gov->log, level > old ? CG_LOG_WARN : CG_LOG_INFO,
+              "memory pressure %s -> %s: free %s of %s (%.1f%%; warn below "
+              "%s, critical below %s)", cg_pressure_name(old),
+              cg_pressure_name(level), b[0], b[1], pct, b[2], b[3]);
     ev = cg__governor_ev(gov, CG_GOV_EVENT_PRESSURE);
     ev.old_level = old;
     ev.new_level = level;
@@ -210,7 +247,7 @@ static void cg__governor_update(cg_governor_t *gov, uint64_t free_b,
 {
     static const char *const why[] = {"pressure ok", "pressure warn",
                                       "pressure critical"};
-    int halvings;
+    int h;
 
     gov->free_bytes = free_b < total_b ? free_b : total_b;
     gov->total_bytes = total_b;
@@ -223,16 +260,51 @@ static void cg__governor_update(cg_governor_t *gov, uint64_t free_b,
     cg__governor_pressure(gov, now, events);
     cg__governor_early_warning(gov, now, events);
     if (gov->fsm.level == CG_PRESSURE_CRITICAL)
-        halvings = 2;
+        h = 2;
     else if (gov->fsm.level == CG_PRESSURE_WARN || gov->oom.active)
-        halvings = 1;
+        h = 1;
     else
-        halvings = 0;
-    cg__governor_resize(gov, halvings,
+        h = 0;
+    cg__governor_follow(gov, h,
                         gov->fsm.level == CG_PRESSURE_OK && gov->oom.active
                             ? "early warning"
                             : why[gov->fsm.level],
                         events);
+}
+
+/* A threshold as given and, for a share, what it comes to of total. */
+static const char *cg__threshold_desc(const cg_size_or_frac_t *v,
+                                      uint64_t total, char *buf, size_t len)
+{
+    char given[32], bytes[32], of[32];
+
+    cg_config_format_size(v, given, sizeof(given));
+    if (v->fraction < 0.0)
+        snprintf(buf, len, "%s", given);
+    else
+        snprintf(buf, len, "%s = %s of %s", given,
+                 cg_format_size(cg_config_resolve_size(v, total), bytes,
+                                sizeof(bytes)),
+                 cg_format_size(total, of, sizeof(of)));
+    return buf;
+}
+
+/* CRITICAL must not lie above WARN once both are bytes of this total
+ * (checked at the first reading: a size and a share compare only there). */
+static cg_status_t cg__governor_check_levels(const cg_config_t *cfg,
+                                             uint64_t total)
+{
+    char c[96], w[96];
+
+    if (cg_config_resolve_size(&cfg->pressure_critical, total) <=
+        cg_config_resolve_size(&cfg->pressure_warn, total))
+        return CG_OK;
+    return cg_error_set(CG_ERR_CONFIG, "CG_PRESSURE_CRITICAL (%s) must not "
+                        "exceed CG_PRESSURE_WARN (%s)",
+                        cg__threshold_desc(&cfg->pressure_critical, total, c,
+                                           sizeof(c)),
+                        cg__threshold_desc(&cfg->pressure_warn, total, w,
+                                           sizeof(w)));
 }
 
 static cg_status_t cg__governor_sample(cg_governor_t *gov, bool first)
@@ -244,6 +316,11 @@ static cg_status_t cg__governor_sample(cg_governor_t *gov, bool first)
     status = gov->probe.read(gov->probe.arg, &free_b, &total_b);
     if (status != CG_OK)
         return status; /* the probe set cg_last_error() */
+    if (first) {
+        status = cg__governor_check_levels(&gov->cfg, total_b);
+        if (status != CG_OK)
+            return status;
+    }
     pthread_mutex_lock(&gov->lock);
     cg__governor_update(gov, free_b, total_b, gov->now_ns(gov->clock_arg),
                         first, &events);
@@ -280,10 +357,6 @@ static cg_status_t cg__governor_check_params(const cg_governor_params_t *p)
     if (!(cfg->mem_fraction >= 0.0 && cfg->mem_fraction <= 1.0))
         return cg_error_set(CG_ERR_CONFIG, "CG_MEM_FRACTION (%g) must lie "
                             "between 0 and 1", cfg->mem_fraction);
-    if (!(cfg->pressure_critical <= cfg->pressure_warn))
-        return cg_error_set(CG_ERR_CONFIG, "CG_PRESSURE_CRITICAL (%g) must "
-                            "not exceed CG_PRESSURE_WARN (%g)",
-                            cfg->pressure_critical, cfg->pressure_warn);
     if (cfg->probe_interval_ns == 0 ||
         cfg->oom_window_ns < cfg->probe_interval_ns)
         return cg_error_set(CG_ERR_CONFIG, "CG_PROBE_INTERVAL (%llu ns) must "
@@ -334,9 +407,8 @@ cg_status_t cg_governor_create(const cg_governor_params_t *params,
     }
     cg_oom_watch_init(&gov->oom, gov->oom_ring, gov->oom_cap,
                       gov->cfg.oom_window_ns);
-    cg_pressure_init(&gov->fsm, gov->cfg.pressure_warn,
-                     gov->cfg.pressure_critical, gov->cfg.pressure_hysteresis,
-                     gov->cfg.pressure_dwell_ns);
+    /* thresholds: resolved against the total at every sample */
+    cg_pressure_init(&gov->fsm, 0, 0, 0, gov->cfg.pressure_dwell_ns);
     gov->oom_eta_s = -1.0;
     status = cg__governor_sample(gov, true);
     if (status != CG_OK)

@@ -94,8 +94,9 @@ void cg_governor_free(cg_governor_t *gov, cg_mem_cat_t cat, void *ptr,
 /* Buffer allocation that degrades instead of failing: tries want bytes,
  * on failure halves (rounded down to a multiple of align; align 0 means 1)
  * down to floor (floor above want: want; floor 0: align), and returns the
- * size obtained in *got_p. Each failure lowers the chunk and fusion sizes
- * one step, as pressure would; each retry emits CG_GOV_EVENT_ALLOC_RETRY.
+ * size obtained in *got_p. Each failure halves the chunk and fusion sizes
+ * once (not below their floors; samples regrow them one doubling at a
+ * time); each retry emits CG_GOV_EVENT_ALLOC_RETRY.
  * The floor is tried twice, so one transient failure there (or one injected
  * by CG_FAULT_ALLOC >= 2) is survived. Only when the floor fails twice:
  * CG_ERR_NO_MEMORY, and cg_last_error() says needed, free, reserve and

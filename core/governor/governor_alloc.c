@@ -121,18 +121,22 @@ static cg_status_t cg__alloc_floor_error(cg_governor_t *gov, cg_mem_cat_t cat,
                                          size_t floor, const char *floor_var)
 {
     char b[4][32];
+    bool reserved;
 
     pthread_mutex_lock(&gov->lock);
     cg_format_size(gov->free_bytes, b[1], sizeof(b[1]));
     cg_format_size(gov->reserve, b[2], sizeof(b[2]));
     cg_format_size(gov->budget, b[3], sizeof(b[3]));
+    reserved = gov->reserve > 0;
     pthread_mutex_unlock(&gov->lock);
     cg_format_size(floor, b[0], sizeof(b[0]));
+    /* CG_MEM_RESERVE is worth naming only when it holds something back */
     return cg_error_set(CG_ERR_NO_MEMORY, "%s: needed %s (%s), free %s, "
-                        "reserve %s, budget %s; lower %s or CG_MEM_RESERVE",
+                        "reserve %s, budget %s; lower %s%s",
                         cg__cat_what(cat), b[0],
                         floor_var != NULL ? floor_var : "floor", b[1], b[2],
-                        b[3], floor_var != NULL ? floor_var : "the floor");
+                        b[3], floor_var != NULL ? floor_var : "the floor",
+                        reserved ? " or CG_MEM_RESERVE" : "");
 }
 
 cg_status_t cg_governor_alloc_shrink(cg_governor_t *gov, cg_mem_cat_t cat,

@@ -44,12 +44,12 @@ struct cg_governor {
     double oom_eta_s;
     uint64_t early_warnings;
     uint64_t last_warning_ns; /* clock of the last early warning */
-    uint64_t degrades;        /* steps that shrank chunk or fusion */
+    uint64_t degrades;        /* samples or failures that shrank a size */
 };
 
-/* Halves the current chunk and fusion sizes one step toward their floors
- * (after an allocation failure); appends a CHUNK event if the chunk moved.
- * Caller holds gov->lock. */
+/* Halves the current chunk and fusion sizes once, not below their floors
+ * (after an allocation failure; samples regrow them one doubling each);
+ * appends a CHUNK event if the chunk moved. Caller holds gov->lock. */
 void cg__governor_degrade(cg_governor_t *gov, const char *why,
                           cg__gov_events_t *events);
 

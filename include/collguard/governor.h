@@ -54,7 +54,8 @@ typedef struct cg_governor_snapshot {
     uint64_t peak_bytes[CG_MEM_CAT_COUNT];
     uint64_t alloc_failures;   /* real or injected, all recovered or reported */
     uint64_t early_warnings;
-    uint64_t degrades;         /* steps that shrank the chunk or fusion size */
+    uint64_t degrades;         /* samples or allocation failures that
+                                  shrank the chunk or fusion size */
     int device;                /* CUDA ordinal of the memory; -1: host */
     double early_warning_age_s; /* seconds since the last early warning; <0
                                  * if none was raised */

@@ -141,11 +141,17 @@ def _tensor(path, pid, name, evs, negs, execs):
 
 def _fuse(execs):
     """Groups executions by their collective span: tensors fused into one
-    collective share its activity's name, begin and end."""
-    groups = collections.OrderedDict()
+    collective share its activity's name, begin and end. The writer may
+    start one tensor's span a microsecond late (its negotiation ended in
+    the microsecond the group was packed, and on one track an end never
+    follows a tick of the same microsecond), so a begin within 1 us of
+    the group's, with the same end, is the same collective."""
+    groups, last = collections.OrderedDict(), {}
     for x in sorted(execs, key=lambda x: (x.act_begin, x.begin, x.tensor)):
-        groups.setdefault((x.op, x.activity, x.act_begin, x.act_end),
-                          []).append(x)
+        key = (x.op, x.activity, x.act_end)
+        if key not in last or x.act_begin - last[key][3] > 1:
+            last[key] = key + (x.act_begin,)
+        groups.setdefault(last[key], []).append(x)
     out = []
     for (op, act, _, _), xs in groups.items():
         known = [x.bytes for x in xs if x.bytes is not None]

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cg_governor_demo: the governor at work on this machine. It watches real
- * host memory through the host probe, adds a simulated ballast that rises
- * toward the limit, holds, and is released (so the demo is safe to run
- * anywhere), allocates a real fusion buffer of the size the governor
+ * host memory through the host probe and withholds a simulated ballast
+ * that takes free memory from its starting value down to half of
+ * CG_PRESSURE_CRITICAL, holds it there (also when other processes free or
+ * take memory meanwhile) and is released, so the demo is safe to run
+ * anywhere; it allocates a real fusion buffer of the size the governor
  * allows at every step, and prints one row per step: free memory, budget,
  * pressure, fusion/chunk sizes, projected time to OOM and events.
  * Layer: plugin (a command over core).
@@ -18,6 +20,8 @@
 
 typedef struct {
     cg_mem_probe_t real;
+    uint64_t free0;     /* real free memory at the start */
+    uint64_t planned;   /* the ballast of this step, against free0 */
     uint64_t ballast;   /* simulated bytes held by "the framework" */
     uint64_t now_ns;    /* simulated clock */
     char events[160];   /* events of the current step */
@@ -28,9 +32,15 @@ static cg_status_t cg__squeezed_read(void *arg, uint64_t *free_p,
 {
     cg__demo_t *d = arg;
     cg_status_t st = d->real.read(d->real.arg, free_p, total_p);
-    if (st == CG_OK)
-        *free_p = *free_p > d->ballast ? *free_p - d->ballast : 0;
-    return st;
+    uint64_t want = d->free0 - d->planned;
+
+    if (st != CG_OK)
+        return st;
+    /* The ballast leaves free0 - planned free whatever other processes on
+     * the host do meanwhile (nothing withheld while nothing is planned). */
+    d->ballast = d->planned > 0 && *free_p > want ? *free_p - want : 0;
+    *free_p -= d->ballast;
+    return CG_OK;
 }
 
 static uint64_t cg__demo_clock(void *arg)
@@ -85,7 +95,7 @@ int main(int argc, char **argv)
     cg_host_probe_t hp;
     cg__demo_t d;
     cg_ctx_h ctx;
-    uint64_t free0, total, peak;
+    uint64_t free0, total, peak, low;
     int failures = 0;
 
     /* Rows and the governor's log lines (stderr) in the order they happen,
@@ -108,8 +118,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "cg_governor_demo: %s\n", cg_last_error());
         return 1;
     }
-    /* Squeeze until only 3% of total is free: past CRITICAL by default. */
-    peak = free0 > total * 3 / 100 ? free0 - total * 3 / 100 : 0;
+    /* Squeeze until half of CG_PRESSURE_CRITICAL is free: past CRITICAL. */
+    low = cg_config_resolve_size(&ctx->cfg.pressure_critical, total) / 2;
+    peak = free0 > low ? free0 - low : 0;
+    d.free0 = free0;
 
     memset(&gp, 0, sizeof(gp));
     gp.cfg = &ctx->cfg;
@@ -140,7 +152,7 @@ int main(int argc, char **argv)
 
         d.events[0] = '\0';
         d.now_ns += step_ns;
-        d.ballast = cg__ballast(s, steps, peak);
+        d.planned = cg__ballast(s, steps, peak);
         if (cg_governor_sample(gov) != CG_OK) {
             fprintf(stderr, "sample: %s\n", cg_last_error());
             failures++;

@@ -37,7 +37,8 @@ typedef struct {
 typedef struct {
     atomic_int level;
     atomic_uint_fast64_t ballast;  /* bytes withheld at the last sample */
-    double warn, critical;         /* CG_PRESSURE_WARN / _CRITICAL */
+    cg_size_or_frac_t warn, critical; /* CG_PRESSURE_WARN / _CRITICAL */
+    atomic_uint_fast64_t total;    /* total at the last sample */
 } cg__squeeze_t;
 
 static cg_status_t cg__squeezed_probe(void *arg, uint64_t *free_p,
@@ -46,12 +47,15 @@ static cg_status_t cg__squeezed_probe(void *arg, uint64_t *free_p,
     cg__squeeze_t *sq = arg;
     int level = atomic_load(&sq->level);
     uint64_t target = *free_p, ballast = 0;
+    uint64_t warn = cg_config_resolve_size(&sq->warn, *total_p);
+    uint64_t critical = cg_config_resolve_size(&sq->critical, *total_p);
 
+    atomic_store(&sq->total, *total_p);
     if (level == 1)
-        target = (uint64_t)((double)*total_p *
-                            (sq->warn + sq->critical) / 2);
+        target = warn > critical ? critical + (warn - critical) / 2
+                                 : critical;
     else if (level == 2)
-        target = (uint64_t)((double)*total_p * sq->critical / 2);
+        target = critical / 2;
     if (*free_p > target)
         ballast = *free_p - target;
     *free_p -= ballast;
@@ -219,7 +223,8 @@ static void cg__header(int rank, int size, const cg_demo_model_t *m,
                        const cg__opts_t *o, const cg__squeeze_t *sq)
 {
     int s = 1, w, c, r;
-    char b[32];
+    uint64_t total, warn, critical;
+    char b[32], fw[32], fc[32];
 
     if (rank != 0)
         return;
@@ -234,11 +239,16 @@ static void cg__header(int rank, int size, const cg_demo_model_t *m,
            "gradients averaged per step (%d ms of compute stand-in each)\n",
            size, m->n, cg_format_size(m->elems * 4, b, sizeof(b)),
            o->compute_ms);
+    total = atomic_load(&sq->total);
+    warn = cg_config_resolve_size(&sq->warn, total);
+    critical = cg_config_resolve_size(&sq->critical, total);
     printf("squeeze: the probe withholds a ballast from the real free "
-           "memory: steps %d-%d leave %.1f%% of total free (warn), "
-           "%d-%d %.1f%% (critical), released from step %d\n", s, w - 1,
-           (sq->warn + sq->critical) / 2 * 100, w, c - 1,
-           sq->critical / 2 * 100, r);
+           "memory: steps %d-%d leave %s free (warn), %d-%d %s (critical), "
+           "released from step %d\n", s, w - 1,
+           cg_format_size(warn > critical ? critical + (warn - critical) / 2
+                                          : critical,
+                          fw, sizeof(fw)),
+           w, c - 1, cg_format_size(critical / 2, fc, sizeof(fc)), r);
     printf("%4s %10s %-8s %6s %5s %5s %10s %10s %9s %8s %7s %s\n", "step",
            "ballast", "pressure", "tensor", "calls", "fused", "fused-MiB",
            "fusion", "chunk", "ms", "busbw", "check");

@@ -17,7 +17,14 @@ Test(config, defaults_parse_and_are_documented)
     cr_assert_eq(cfg.fusion_threshold, 128ull << 20);
     cr_assert_eq(cfg.chunk_size, 4ull << 20);
     cr_assert_eq(cfg.chunk_min, 64ull << 10);
-    cr_assert_float_eq(cfg.mem_reserve.fraction, 0.05, 1e-12);
+    /* no reserve; pressure by absolute headroom, whatever the total */
+    cr_assert_eq(cg_config_resolve_size(&cfg.mem_reserve, 141ull << 30), 0);
+    cr_assert_eq(cg_config_resolve_size(&cfg.pressure_warn, 141ull << 30),
+                 2ull << 30);
+    cr_assert_eq(cg_config_resolve_size(&cfg.pressure_critical, 16ull << 30),
+                 512ull << 20);
+    cr_assert_eq(cg_config_resolve_size(&cfg.pressure_hysteresis, 1ull << 40),
+                 256ull << 20);
     cr_assert_float_eq(cfg.mem_fraction, 0.25, 1e-12);
     cr_assert_eq(cfg.timeout_ns, 30000000000ull);
     cr_assert_eq(cfg.oom_window_ns, 5000000000ull);
@@ -154,9 +161,38 @@ Test(config, inconsistent_thresholds_rejected)
 {
     const char *env[] = {"CG_PRESSURE_WARN=5%", "CG_PRESSURE_CRITICAL=10%",
                          NULL};
+    const char *sizes[] = {"CG_PRESSURE_CRITICAL=3G", NULL}; /* warn 2 GiB */
     cg_config_t cfg;
     cr_assert_eq(tc_config_load(&cfg, env), CG_ERR_CONFIG);
-    cr_assert(strstr(cg_last_error(), "CG_PRESSURE_CRITICAL") != NULL);
+    cr_assert_str_eq(cg_last_error(), "CG_PRESSURE_CRITICAL (10%) must not "
+                     "exceed CG_PRESSURE_WARN (5%)");
+    cr_assert_eq(tc_config_load(&cfg, sizes), CG_ERR_CONFIG);
+    cr_assert_str_eq(cg_last_error(), "CG_PRESSURE_CRITICAL (3 GiB) must not "
+                     "exceed CG_PRESSURE_WARN (2 GiB)");
+}
+
+Test(config, pressure_thresholds_as_size_or_percentage)
+{
+    const char *env[] = {"CG_PRESSURE_WARN=10%", "CG_PRESSURE_CRITICAL=1G",
+                         "CG_PRESSURE_HYSTERESIS=64MiB", NULL};
+    const char *bare[] = {"CG_PRESSURE_WARN=0.1", NULL};
+    cg_config_t cfg;
+
+    cr_assert_eq(tc_config_load(&cfg, env), CG_OK, "%s", cg_last_error());
+    cr_assert_eq(cg_config_resolve_size(&cfg.pressure_warn, 1000), 100);
+    cr_assert_eq(cg_config_resolve_size(&cfg.pressure_critical, 1000),
+                 1ull << 30);
+    cr_assert_eq(cg_config_resolve_size(&cfg.pressure_hysteresis, 1000),
+                 64ull << 20);
+    cr_assert(cfg.set_by_user[CG_CFG_PRESSURE_WARN]);
+    /* loaded although 1 GiB exceeds 10% of a total under 10 GiB: a size
+     * and a share compare only against a total, which the governor does
+     * at its first reading (tests/core/governor/test_governor.c) */
+    /* a bare fraction is no longer a share: an error, not 0 bytes */
+    cr_assert_eq(tc_config_load(&cfg, bare), CG_ERR_CONFIG);
+    cr_assert(strstr(cg_last_error(), "for CG_PRESSURE_WARN: expected a size "
+                     "(512M, 1GiB) or a percentage of total memory (5%)"),
+              "%s", cg_last_error());
 }
 
 Test(config, unknown_names_get_suggestions)

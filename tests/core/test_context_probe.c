@@ -56,7 +56,7 @@ Test(context_probe, governor_decides_by_what_the_application_reports)
                  (unsigned long long)s.free_bytes);
     cr_assert_eq(s.total_bytes, 16 * GiB, "total %llu",
                  (unsigned long long)s.total_bytes);
-    /* 1 GiB free of 16 is 6.25%: below CG_PRESSURE_WARN (10%). */
+    /* 1 GiB free: below CG_PRESSURE_WARN (2 GiB). */
     cr_assert_eq(s.pressure, CG_PRESSURE_WARN, "pressure %d", s.pressure);
     /* budget = max(0, free - reserve) * fraction = 0 */
     cr_assert_eq(s.budget_bytes, 0, "budget %llu",

@@ -11,7 +11,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 unset CG_FUSION_THRESHOLD HOROVOD_FUSION_THRESHOLD NCCL_BUFFSIZE CG_MEM_RESERVE
 
 # 7e9 fp32 Adam on 8 ranks, 141 GiB free: 16 bytes per parameter,
-# 104.31 GiB of model state, 128 MiB + 256 MiB + 580 MiB beside it.
+# 104.31 GiB of model state, 128 MiB + 256 MiB + 580 MiB beside it; no
+# reserve by default, so 141 - 105.25 GiB are left.
 out=$("$info" --estimate 7B --ranks 8 --free 141G)
 echo "$out"
 grep -qE '^  model state +104.31 GiB  16.00 bytes per parameter$' <<<"$out" ||
@@ -19,7 +20,14 @@ grep -qE '^  model state +104.31 GiB  16.00 bytes per parameter$' <<<"$out" ||
 grep -qE '^  NCCL buffers +256 MiB  64 x NCCL_BUFFSIZE 4 MiB$' <<<"$out" ||
     fail "NCCL buffers row"
 grep -qE '^  total on the device +105.25 GiB' <<<"$out" || fail "total row"
-grep -q 'verdict: fits, 28.70 GiB left' <<<"$out" || fail "verdict"
+grep -q 'free 141 GiB of 141 GiB, reserve 0 B (CG_MEM_RESERVE)' <<<"$out" ||
+    fail "default reserve"
+grep -q 'verdict: fits, 35.75 GiB left' <<<"$out" || fail "verdict"
+# A reserve as a share of total: 5% of 141 GiB = 7.05 GiB less.
+out=$(CG_MEM_RESERVE=5% "$info" --estimate 7B --ranks 8 --free 141G)
+grep -q 'reserve 7.05 GiB (CG_MEM_RESERVE)' <<<"$out" ||
+    { echo "$out"; fail "share reserve"; }
+grep -q 'verdict: fits, 28.70 GiB left' <<<"$out" || fail "share verdict"
 
 # Shapes: 4096x4096 + 4096 + (2,3) = 16781318 parameters; mixed bf16 adam.
 printf '# a layer\n4096x4096\n4096\n(2, 3)\n\n' >"$tmp/shapes"

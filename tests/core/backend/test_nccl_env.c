@@ -116,8 +116,8 @@ Test(nccl_env, critical_pressure_caps_channels_and_turns_nvls_off)
     cg_nccl_env_item_t it[CG_NCCL_ENV_MAX];
     uint64_t chosen;
 
-    /* 700 MiB free of 16 GiB: below CG_PRESSURE_CRITICAL's 5%. */
-    int n = run(700 * MiB, &e, it, &chosen);
+    /* 400 MiB free: below CG_PRESSURE_CRITICAL's 512 MiB. */
+    int n = run(400 * MiB, &e, it, &chosen);
     cr_assert_eq(n, 3, "got %d decisions", n);
     cr_assert_str_eq(it[1].name, "NCCL_MAX_NCHANNELS");
     cr_assert_str_eq(env_get(&e, "NCCL_MAX_NCHANNELS"), "2");
@@ -132,7 +132,7 @@ Test(nccl_env, warn_pressure_caps_channels_at_four)
     cg_nccl_env_item_t it[CG_NCCL_ENV_MAX];
     uint64_t chosen;
 
-    /* 1.1 GiB free of 16 GiB: between CRITICAL's 5% and WARN's 10%. */
+    /* 1.1 GiB free: between CRITICAL's 512 MiB and WARN's 2 GiB. */
     int n = run(GiB + 100 * MiB, &e, it, &chosen);
     cr_assert_eq(n, 2, "got %d decisions", n);
     cr_assert_str_eq(env_get(&e, "NCCL_MAX_NCHANNELS"), "4");
@@ -146,7 +146,7 @@ Test(nccl_env, a_users_cta_cap_means_no_channel_cap)
     cg_nccl_env_item_t it[CG_NCCL_ENV_MAX];
     uint64_t chosen;
 
-    int n = run(700 * MiB, &e, it, &chosen);
+    int n = run(400 * MiB, &e, it, &chosen); /* CRITICAL */
     cr_assert_eq(n, 2, "NCCL_BUFFSIZE and NVLS only, got %d", n);
     cr_assert_str_eq(it[1].name, "NCCL_NVLS_ENABLE");
     cr_assert(it[1].kept);

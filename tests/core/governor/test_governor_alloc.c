@@ -132,7 +132,8 @@ Test(gov_alloc, floor_failure_says_needed_free_reserve_and_what_to_lower)
     size_t got = 0;
     cg_status_t st;
 
-    cg_config_defaults(&cfg); /* reserve 5% of 24 GiB = 1.2 GiB */
+    cg_config_defaults(&cfg);
+    cfg.mem_reserve = cfg_share(0.05); /* 5% of 24 GiB = 1.2 GiB */
     fake.total = 24 * GiB;
     fake.free = 300 * MiB;
     gov = fake_governor(&cfg);
@@ -149,6 +150,28 @@ Test(gov_alloc, floor_failure_says_needed_free_reserve_and_what_to_lower)
     cr_assert_eq(fake.backend_fails, 8, "got %llu",
                  (unsigned long long)fake.backend_fails);
     cr_assert_eq(fake.events[CG_GOV_EVENT_ALLOC_RETRY], 7);
+    fake_destroy(gov);
+}
+
+Test(gov_alloc, floor_failure_without_a_reserve_names_only_the_floor)
+{
+    cg_config_t cfg;
+    cg_governor_t *gov;
+    void *p = NULL;
+    size_t got = 0;
+
+    cg_config_defaults(&cfg); /* CG_MEM_RESERVE 0: nothing to lower there */
+    fake.total = 24 * GiB;
+    fake.free = 300 * MiB;
+    gov = fake_governor(&cfg);
+    fake.capacity = fake.live + 512 * KiB;
+    cr_assert_eq(cg_governor_alloc_shrink(gov, CG_MEM_CAT_FUSION, 4 * MiB,
+                                          1 * MiB, 0, "CG_FUSION_MIN", &p,
+                                          &got),
+                 CG_ERR_NO_MEMORY);
+    cr_assert_str_eq(cg_last_error(),
+                     "fusion buffer: needed 1 MiB (CG_FUSION_MIN), free 300 "
+                     "MiB, reserve 0 B, budget 75 MiB; lower CG_FUSION_MIN");
     fake_destroy(gov);
 }
 

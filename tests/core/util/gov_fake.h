@@ -81,13 +81,24 @@ static inline void fake_event(void *arg, const cg_gov_event_t *ev)
         f->last[f->nlast++] = *ev;
 }
 
+/* A size-or-share configuration value: bytes, or a share of total. */
+static inline cg_size_or_frac_t cfg_bytes(uint64_t bytes)
+{
+    return (cg_size_or_frac_t){bytes, -1.0};
+}
+
+static inline cg_size_or_frac_t cfg_share(double fraction)
+{
+    return (cg_size_or_frac_t){0, fraction};
+}
+
 /* Defaults with round numbers: reserve 1 GiB (bytes, not a share), the
- * rest as cg_config_defaults(). */
+ * rest as cg_config_defaults() (pressure: warn below 2 GiB free, critical
+ * below 512 MiB, hysteresis 256 MiB, dwell 1 s). */
 static inline void fake_config(cg_config_t *cfg)
 {
     cg_config_defaults(cfg);
-    cfg->mem_reserve.bytes = 1 * GiB;
-    cfg->mem_reserve.fraction = -1.0;
+    cfg->mem_reserve = cfg_bytes(1 * GiB);
 }
 
 static inline void fake_params(cg_governor_params_t *p, const cg_config_t *cfg)

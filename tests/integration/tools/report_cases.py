@@ -228,12 +228,32 @@ def dtype_case():
               header, timeline_trace.DTYPE_BYTES))
 
 
+def fuse_case():
+    """a, b, c fused into one COLLGUARD_ALLREDUCE 50..250, c's span begun
+    1 us late by the writer (its negotiation ended in the packing
+    microsecond); d alone 52..250 is another collective (2 us off); then
+    a alone with the same span times as nothing else."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(TOOL)))
+    import timeline_trace
+    X = timeline_trace.Execution
+    xs = [X(n, "ALLREDUCE", b, 270, "COLLGUARD_ALLREDUCE", b, 250, True,
+            "f32", "[1]", 4)
+          for n, b in (("a", 50), ("b", 50), ("c", 51), ("d", 52))]
+    xs.append(X("a", "ALLREDUCE", 300, 400, "COLLGUARD_ALLREDUCE", 300, 400,
+                False, "f32", "[1]", 4))
+    got = [sorted(f.tensors) for f in timeline_trace._fuse(xs)]
+    check(got == [["a", "b", "c"], ["d"], ["a"]],
+          "a span begun 1 us late stays in its collective: %r" % got)
+
+
 with tempfile.TemporaryDirectory(prefix="cg_tl_report.") as d:
     small_case(d)
     bad_cases(d)
     dtype_case()
+    fuse_case()
 if failures:
     print("%d checks failed" % len(failures))
     sys.exit(1)
 print("timeline report: the hand-checked trace, an open span, 11 bad "
-      "inputs and the dtype sizes all as expected")
+      "inputs, the dtype sizes and a fused span begun 1 us late all as "
+      "expected")
