@@ -31,7 +31,7 @@ case1() { # MODE DTYPE FREE_MIB|none [ARGS...]
     log=$out/logs/$mode-$dtype-$free.txt
     local fa=()
     [ "$free" = none ] || fa=(--free $((free << 20)))
-    timeout 120 "$py" "$here/memguard.py" --mode "$mode" --dtype "$dtype" \
+    timeout 90 "$py" "$here/memguard.py" --mode "$mode" --dtype "$dtype" \
         "${fa[@]}" "$@" >"$log" 2>&1
     local rc=$?
     if tail -1 "$log" | grep -q '^{'; then
