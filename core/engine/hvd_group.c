@@ -177,7 +177,9 @@ bool cg_hvd_group_arrive(cg_hvd_core_t *core, struct cg_hvd_req *req,
     }
     if (--g->left > 0)
         return false;
-    for (int i = 0; i < g->n; i++) {
+    /* Last to first: whoever sees member 0 done (the handle mpi_lib_v2
+     * polls) sees every member done. */
+    for (int i = g->n - 1; i >= 0; i--) {
         struct cg_hvd_req *m = g->members[i];
         m->grp = NULL;
         wake |= cg_hvd_req_finish(core, m, g->st,
