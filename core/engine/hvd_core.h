@@ -287,11 +287,6 @@ cg_status_t cg_hvd_reducescatter_wire(cg_hvd_core_t *core,
                                       const cg_hvd_tensor_t *t, cg_redop_t op,
                                       double prescale, double postscale,
                                       cg_hvd_wire_t *w);
-/* Under the lock: marks one request done (cg_hvd_req_complete_locked's
- * last step; recycled if already released); true when a thread waits on
- * it. */
-bool cg_hvd_req_finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
-                       cg_status_t st, const char *msg);
 /* Completes a request (and its followers) under the lock; msg may be NULL
  * on success. Only a request someone waits on wakes the waiters. */
 void cg_hvd_req_complete(cg_hvd_core_t *core, struct cg_hvd_req *req,
@@ -430,12 +425,7 @@ cg_status_t cg_hvd_allgather_run(cg_hvd_core_t *core, size_t i);
  * their requests. */
 cg_status_t cg_hvd_reducescatter_run(cg_hvd_core_t *core, size_t i);
 
-/* hvd_group.c: under the lock, a grouped request's completion: held
- * until its group's last member arrives, then every member finished with
- * the group's status (true: a waiter must be woken). */
-bool cg_hvd_group_arrive(cg_hvd_core_t *core, struct cg_hvd_req *req,
-                         cg_status_t st, const char *msg);
-/* Before a cycle's ready list runs: a group with a failed member fails
+/* hvd_group.c: before a cycle's ready list runs: a group with a failed member fails
  * whole, and one not wholly in the list (a broken invariant) too; the
  * same verdict on every rank, from the agreed list. */
 void cg_hvd_group_check(cg_hvd_core_t *core);

@@ -4,10 +4,9 @@
  * the enqueue of n members as one batch (all or nothing, handed to the
  * cycle in one move, so every rank announces a group whole in one records
  * round and no member is ready anywhere before all are), the group's
- * checks before a ready list runs (a failed member fails the group), and
- * its completion (no member is done before all are; then all are, with
- * the first failure). Batches (cg_hvd_batch_*) also carry alltoall's
- * request. Layer: core/engine; calls hvd_queue.c and the governor.
+ * checks before a ready list runs (a failed member fails the group); its
+ * completion (no member done before all are) is hvd_queue.c's. Batches
+ * (cg_hvd_batch_*) also carry alltoall's request. Layer: core/engine; calls hvd_queue.c and the governor.
  */
 #include <stdio.h>
 #include <string.h>
@@ -162,32 +161,6 @@ cg_status_t cg_hvd_enqueue_grouped_reducescatter(cg_hvd_core_h core,
 {
     return cg__grouped(core, CG_HVD_REDUCESCATTER, ts, n, op, prescale,
                        postscale, reqs);
-}
-
-bool cg_hvd_group_arrive(cg_hvd_core_t *core, struct cg_hvd_req *req,
-                         cg_status_t st, const char *msg)
-{
-    cg_hvd_group_t *g = req->grp;
-    bool wake = false;
-
-    if (st != CG_OK && g->st == CG_OK) {
-        g->st = st;
-        snprintf(g->err, sizeof(g->err), "%s",
-                 msg != NULL ? msg : cg_status_string(st));
-    }
-    if (--g->left > 0)
-        return false;
-    /* Last to first: whoever sees member 0 done (the handle mpi_lib_v2
-     * polls) sees every member done. */
-    for (int i = g->n - 1; i >= 0; i--) {
-        struct cg_hvd_req *m = g->members[i];
-        m->grp = NULL;
-        wake |= cg_hvd_req_finish(core, m, g->st,
-                                  g->st == CG_OK ? NULL : g->err);
-    }
-    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, g,
-                     sizeof(*g) + (size_t)g->n * sizeof(void *));
-    return wake;
 }
 
 /* Fails ready[i, j) (one group) with text; members already failed keep

@@ -424,19 +424,50 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
     return cg_hvd_enqueue(core, t, CG_HVD_ALLGATHER, &w, req_p);
 }
 
-/* Under the lock: one request done (a grouped one once its group is,
- * cg_hvd_group_arrive), recycled if already released; true when a thread
- * waits on it. */
+static bool cg__req_finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
+                           cg_status_t st, const char *msg);
+
+/* Under the lock: a grouped request's completion, held until its
+ * group's last member arrives; then every member is finished with the
+ * group's status, the first failure of any (true: wake a waiter). */
+static bool cg__group_arrive(cg_hvd_core_t *core, struct cg_hvd_req *req,
+                             cg_status_t st, const char *msg)
+{
+    cg_hvd_group_t *g = req->grp;
+    bool wake = false;
+
+    if (st != CG_OK && g->st == CG_OK) {
+        g->st = st;
+        snprintf(g->err, sizeof(g->err), "%s",
+                 msg != NULL ? msg : cg_status_string(st));
+    }
+    if (--g->left > 0)
+        return false;
+    /* Last to first: whoever sees member 0 done (the handle mpi_lib_v2
+     * polls) sees every member done. */
+    for (int i = g->n - 1; i >= 0; i--) {
+        struct cg_hvd_req *m = g->members[i];
+        m->grp = NULL;
+        wake |= cg__req_finish(core, m, g->st,
+                               g->st == CG_OK ? NULL : g->err);
+    }
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, g,
+                     sizeof(*g) + (size_t)g->n * sizeof(void *));
+    return wake;
+}
+
+/* Under the lock: one request done (a grouped one once its group is),
+ * recycled if already released; true when a thread waits on it. */
 static bool cg__finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
                        cg_status_t st, const char *msg)
 {
     if (req->grp != NULL)
-        return cg_hvd_group_arrive(core, req, st, msg);
-    return cg_hvd_req_finish(core, req, st, msg);
+        return cg__group_arrive(core, req, st, msg);
+    return cg__req_finish(core, req, st, msg);
 }
 
-bool cg_hvd_req_finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
-                       cg_status_t st, const char *msg)
+static bool cg__req_finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
+                           cg_status_t st, const char *msg)
 {
     size_t len;
 
