@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The MPI backend of the Horovod shim (built with MPI): MPI_Allreduce,
- * MPI_Bcast and MPI_Reduce_scatter on host buffers over a duplicate of MPI_COMM_WORLD whose ranks
+ * MPI_Bcast, MPI_Reduce_scatter and MPI_Alltoallv on host buffers over a duplicate of MPI_COMM_WORLD whose ranks
  * are the core's (errors returned, not fatal). The engine's rules are
  * kept: prescale and postscale by core/reduce/reduce.h's kernels, average as a
  * sum finished by cg_reduce_post, and user-defined MPI ops that call
@@ -32,6 +32,7 @@ typedef struct cg__be_mpi {
     MPI_Comm comm;
     int size;
     int *rcounts; /* size ints: MPI_Reduce_scatter's receive counts */
+    int *a2a;     /* 4 x size ints: MPI_Alltoallv's counts, displs */
     MPI_Op uops[CG_DTYPE_COUNT][CG_OP_COUNT]; /* MPI_OP_NULL: predefined */
 } cg__be_mpi_t;
 
@@ -321,6 +322,103 @@ static cg_status_t cg__mpibe_reducescatter(cg_backend_t *super,
     return cg_reduce_post(recv, counts[me], dt, op, be->size, postscale);
 }
 
+/* Alltoall beyond one MPI_Alltoallv (a row or a rank's total past the
+ * piece limit): per step k, send to rank+k and receive from rank-k in
+ * byte pieces, a window of them at a time; a posted piece's peer posts
+ * its match in the same window, so no rank waits for ever. */
+#define CG__MPI_A2A_WIN 8
+static int cg__mpi_a2a_pieces(cg__be_mpi_t *be, const char *send, char *recv,
+                              const int64_t *rows, size_t row, int me)
+{
+    int n = be->size, rc = MPI_SUCCESS;
+    MPI_Request rq[2 * CG__MPI_A2A_WIN];
+
+    for (int k = 0; k < n && rc == MPI_SUCCESS; k++) {
+        int dst = (me + k) % n, src = (me - k + n) % n;
+        size_t so = 0, ro = 0, slen, rlen, sp = 0, rp = 0;
+        for (int q = 0; q < dst; q++)
+            so += (size_t)rows[me * n + q] * row;
+        for (int q = 0; q < src; q++)
+            ro += (size_t)rows[q * n + me] * row;
+        slen = (size_t)rows[me * n + dst] * row;
+        rlen = (size_t)rows[src * n + me] * row;
+        if (k == 0) {
+            memcpy(recv + ro, send + so, slen);
+            continue;
+        }
+        while (rc == MPI_SUCCESS && (sp < slen || rp < rlen)) {
+            int nr = 0;
+            for (int w = 0; w < CG__MPI_A2A_WIN && rp < rlen; w++) {
+                size_t l = rlen - rp < CG__MPI_PIECE_MAX ? rlen - rp
+                                                         : CG__MPI_PIECE_MAX;
+                if (rc == MPI_SUCCESS)
+                    rc = MPI_Irecv(recv + ro + rp, (int)l, MPI_BYTE, src, k,
+                                   be->comm, &rq[nr++]);
+                rp += l;
+            }
+            for (int w = 0; w < CG__MPI_A2A_WIN && sp < slen; w++) {
+                size_t l = slen - sp < CG__MPI_PIECE_MAX ? slen - sp
+                                                         : CG__MPI_PIECE_MAX;
+                if (rc == MPI_SUCCESS)
+                    rc = MPI_Isend(send + so + sp, (int)l, MPI_BYTE, dst, k,
+                                   be->comm, &rq[nr++]);
+                sp += l;
+            }
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Waitall(nr, rq, MPI_STATUSES_IGNORE);
+        }
+    }
+    return rc;
+}
+
+static cg_status_t cg__mpibe_alltoallv(cg_backend_t *super, const void *send,
+                                       void *recv, const int64_t *rows,
+                                       size_t row)
+{
+    cg__be_mpi_t *be = (cg__be_mpi_t *)super;
+    int n = be->size, me = 0, rc = MPI_SUCCESS, one;
+    int *sc = be->a2a, *sd = sc + n, *rcn = sd + n, *rd = rcn + n;
+    size_t most = 0;
+    MPI_Datatype t;
+    cg_status_t st = cg__mpi_usable(be, CG_BACKEND_MEM_HOST, "alltoall");
+
+    if (st != CG_OK || row == 0)
+        return st;
+    MPI_Comm_rank(be->comm, &me);
+    /* One verdict for every rank, from the matrix they share. */
+    for (int a = 0; a < n; a++) {
+        size_t out = 0, in = 0;
+        for (int b = 0; b < n; b++) {
+            out += (size_t)rows[a * n + b];
+            in += (size_t)rows[b * n + a];
+        }
+        most = out > most ? out : most;
+        most = in > most ? in : most;
+    }
+    one = row <= CG__MPI_PIECE_MAX && most <= CG__MPI_PIECE_MAX;
+    if (!one) {
+        rc = cg__mpi_a2a_pieces(be, send, recv, rows, row, me);
+    } else {
+        for (int r = 0, s = 0, d = 0; r < n; r++) {
+            sc[r] = (int)rows[me * n + r];
+            rcn[r] = (int)rows[r * n + me];
+            sd[r] = s;
+            rd[r] = d;
+            s += sc[r];
+            d += rcn[r];
+        }
+        rc = MPI_Type_contiguous((int)row, MPI_BYTE, &t);
+        if (rc == MPI_SUCCESS && (rc = MPI_Type_commit(&t)) == MPI_SUCCESS) {
+            rc = MPI_Alltoallv(send, sc, sd, t, recv, rcn, rd, t, be->comm);
+            MPI_Type_free(&t);
+        }
+    }
+    if (rc != MPI_SUCCESS)
+        return cg__mpi_fail(be, rc, one ? "MPI_Alltoallv" : "MPI_Sendrecv",
+                            most * row, CG_DTYPE_U8);
+    return CG_OK;
+}
+
 /* Frees what create made; MPI already finalized (by the application,
  * or at exit) has freed it all itself. */
 static void cg__mpibe_free(cg__be_mpi_t *be)
@@ -336,6 +434,8 @@ static void cg__mpibe_free(cg__be_mpi_t *be)
         MPI_Comm_free(&be->comm);
     cg_governor_free(be->gov, CG_MEM_CAT_CONTROL, be->rcounts,
                      (size_t)be->size * sizeof(int));
+    cg_governor_free(be->gov, CG_MEM_CAT_CONTROL, be->a2a,
+                     (size_t)be->size * 4 * sizeof(int));
     cg_governor_free(be->gov, CG_MEM_CAT_CONTROL, be, sizeof(*be));
 }
 
@@ -352,6 +452,8 @@ static const cg_backend_ops_t cg__mpibe_ops = {
     .broadcast = cg__mpibe_broadcast,
     .reducescatter = cg__mpibe_reducescatter,
     .reducescatter_activity = "MPI_REDUCESCATTER",
+    .alltoallv = cg__mpibe_alltoallv,
+    .alltoall_activity = "MPI_ALLTOALL",
     .destroy = cg__mpibe_destroy,
 };
 
@@ -434,6 +536,10 @@ cg_status_t cg_backend_mpi_create(const cg_backend_params_t *params,
     st = cg_governor_alloc(params->gov, CG_MEM_CAT_CONTROL,
                            (size_t)be->size * sizeof(int),
                            (void **)&be->rcounts);
+    if (st == CG_OK)
+        st = cg_governor_alloc(params->gov, CG_MEM_CAT_CONTROL,
+                               (size_t)be->size * 4 * sizeof(int),
+                               (void **)&be->a2a);
     if (st != CG_OK)
         goto err_free;
     what = "MPI_Comm_dup";

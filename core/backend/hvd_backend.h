@@ -3,7 +3,7 @@
  * Backends of the Horovod shim's core: who moves the bytes of a fused
  * buffer once negotiation has decided what runs. COLLGUARD (the engine's
  * own ring and trees over transport/), MPI (MPI_Allreduce / MPI_Bcast /
- * MPI_Reduce_scatter on the buffer) and NCCL (ncclAllReduce / ncclBroadcast on a dedicated
+ * MPI_Reduce_scatter / MPI_Alltoallv on the buffer) and NCCL (ncclAllReduce / ncclBroadcast on a dedicated
  * stream). HOROVOD_CPU_OPERATIONS picks the backend for host tensors,
  * HOROVOD_GPU_OPERATIONS the one for CUDA tensors. Every backend runs
  * on the background thread only, one call at a time, in the order every
@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "collguard/status.h"
 #include "collguard/types.h"
@@ -68,6 +69,14 @@ typedef struct cg_backend_ops {
                                  cg_dtype_t dt, cg_redop_t op,
                                  double prescale, double postscale);
     const char *reducescatter_activity;
+    /* Optional (NULL: the engine's own cg_alltoallv, a pairwise exchange
+     * on the core's communicator): host memory; rows[src * size + dst]
+     * is what rank src sends rank dst, in rows of row_bytes (the same
+     * matrix on every rank); send holds this rank's blocks back to back
+     * in rank order, recv gets every rank's block for it likewise. */
+    cg_status_t (*alltoallv)(cg_backend_t *be, const void *send, void *recv,
+                             const int64_t *rows, size_t row_bytes);
+    const char *alltoall_activity;
     void (*destroy)(cg_backend_t *be);
 } cg_backend_ops_t;
 

@@ -94,6 +94,16 @@ cg_status_t cg_broadcast(cg_comm_t *comm, void *buf, size_t count,
 cg_status_t cg_allgatherv(cg_comm_t *comm, const void *sendbuf,
                           void *recvbuf, const size_t *bytes);
 
+/* Alltoall: this rank's send_bytes[r] bytes for rank r lie back to back
+ * in rank order in sendbuf; recvbuf gets, back to back in rank order,
+ * recv_bytes[r] bytes from rank r (which must be what rank r sends here;
+ * 0 allowed). sendbuf and recvbuf must not overlap. Pairwise exchange:
+ * at step k = 1 .. size-1 each rank sends to rank+k and receives from
+ * rank-k, in pieces with several in flight; its own block is copied. No
+ * extra memory. Byte-level: no dtype. */
+cg_status_t cg_alltoallv(cg_comm_t *comm, const void *sendbuf,
+                         const size_t *send_bytes, void *recvbuf,
+                         const size_t *recv_bytes);
 /* Reduce-scatter: counts[r] elements of dt per rank r (the same array on
  * every rank; 0 allowed); sendbuf holds their sum, rank r's block at the
  * sum of counts[0..r). recvbuf (counts[rank] elements) gets this rank's

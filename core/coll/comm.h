@@ -36,7 +36,8 @@ typedef enum {
     CG_COMM_TAG_CREDIT = 2, /* receiver's piece sizes */
     CG_COMM_TAG_GATHER = 3, /* ring all-gather */
     CG_COMM_TAG_RD = 4,     /* recursive doubling and its fold */
-    CG_COMM_TAG_BCAST = 5   /* broadcast chain and tree */
+    CG_COMM_TAG_BCAST = 5,  /* broadcast chain and tree */
+    CG_COMM_TAG_ALLTOALL = 6 /* pairwise exchange (coll_alltoall.c) */
 } cg_comm_tag_kind_t;
 
 /* Collective over the bootstrap: every rank listens, handles are

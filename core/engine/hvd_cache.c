@@ -106,7 +106,10 @@ bool cg_hvd_cache_lookup(cg_hvd_core_t *core, struct cg_hvd_req *req)
     cg_hvd_cache_t *c = &core->cache;
     cg_hvd_slot_t *s;
 
-    if (c->capacity == 0 || req->w.type == CG_HVD_ALLGATHER)
+    /* Names whose first dimension differs per rank, and grouped ones
+     * (hvd_group.c: a group is announced whole in one records round). */
+    if (c->capacity == 0 || req->w.type == CG_HVD_ALLGATHER ||
+        req->w.type == CG_HVD_ALLTOALL || req->w.group_n > 0)
         return false;
     s = cg__find(c, req->hash, req->w.name);
     /* Different parameters: announced; the record evicts the slot. */
@@ -171,7 +174,8 @@ cg_status_t cg_hvd_cache_insert(cg_hvd_core_t *core, const cg_hvd_entry_t *e)
     cg_hvd_slot_t *s;
     cg_status_t st;
 
-    if (c->capacity == 0 || e->failed || e->w.type == CG_HVD_ALLGATHER)
+    if (c->capacity == 0 || e->failed || e->w.type == CG_HVD_ALLGATHER ||
+        e->w.type == CG_HVD_ALLTOALL || e->w.group_n > 0)
         return CG_OK;
     s = cg__find(c, e->hash, e->w.name);
     if (s != NULL) { /* cannot happen: its record evicted it; stay safe */

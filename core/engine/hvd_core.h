@@ -40,6 +40,10 @@ typedef struct cg_hvd_wire {
     int32_t type, dtype, op, root;
     int32_t ndim, device; /* device: -1 host memory, 0 CUDA memory (the
                            * GPU is the rank's own, cg_hvd_gpu_device) */
+    /* A grouped request (hvd_group.c): members in its group (0: none),
+     * its place in it, and a digest of the members' names in order. */
+    int32_t group_n, group_at;
+    uint64_t group_key;
     double prescale, postscale;
     int64_t shape[CG_HVD_NDIM_MAX];
     char name[CG_HVD_NAME_MAX];
@@ -88,6 +92,10 @@ struct cg_hvd_req {
     void *gather;         /* allgather result (CG_MEM_CAT_STAGING) */
     size_t gather_bytes;
     int64_t gather_dim0;
+    struct cg_hvd_group *grp; /* grouped: completes with its group */
+    int64_t *a2a;         /* alltoall: size send splits, then size
+                           * received (CG_MEM_CAT_CONTROL) */
+    size_t a2a_bytes;
     /* Last: a reused request is zeroed up to here only (the hot path
      * would otherwise clear half a kilobyte per tensor). */
     char err[512];
@@ -137,6 +145,17 @@ typedef struct cg_hvd_cache {
     uint64_t *vec;           /* exchanged: flag word, then the bits */
     size_t vec_words;        /* allocated words */
 } cg_hvd_cache_t;
+
+/* The members of a grouped enqueue (hvd_group.c), allocated at enqueue
+ * and freed once the last member arrived at completion (under the core's
+ * lock): until then no member is marked done; then all are, with the
+ * first failure's status and text. */
+typedef struct cg_hvd_group {
+    int n, left;
+    cg_status_t st;
+    char err[512];
+    struct cg_hvd_req *members[]; /* n */
+} cg_hvd_group_t;
 
 /* A growable array of requests (negotiation's announce queues). */
 typedef struct cg_hvd_reqv {
@@ -241,6 +260,33 @@ cg_status_t cg_hvd_check_tensor(const cg_hvd_core_t *core,
 cg_status_t cg_hvd_enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
                            cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
                            cg_hvd_req_h *req_p);
+/* The same into `batch` (a list the caller owns, not yet seen by the
+ * background thread) instead of the inbox, so the caller can finish the
+ * requests (a group, alltoall's splits) before cg_hvd_batch_commit hands
+ * the n of them to the cycle in one move; cg_hvd_batch_abort fails and
+ * releases them instead. Names in a batch are in the registry: a
+ * duplicate of one is refused (never coalesced) when either request is
+ * grouped or an alltoall. */
+cg_status_t cg_hvd_enqueue_to(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
+                              cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
+                              cg_list_t *batch, cg_hvd_req_h *req_p);
+/* Under the lock: core->stats.grouped_calls += groups. */
+void cg_hvd_batch_commit(cg_hvd_core_t *core, cg_list_t *batch, size_t n,
+                         uint64_t groups);
+void cg_hvd_batch_abort(cg_hvd_core_t *core, cg_list_t *batch,
+                        cg_status_t st, const char *msg);
+/* The wire of each op's enqueue: cg_hvd_check_tensor plus that op's own
+ * checks (cg_last_error() set on failure). */
+cg_status_t cg_hvd_allreduce_wire(cg_hvd_core_t *core,
+                                  const cg_hvd_tensor_t *t, cg_redop_t op,
+                                  double prescale, double postscale,
+                                  cg_hvd_wire_t *w);
+cg_status_t cg_hvd_allgather_wire(cg_hvd_core_t *core,
+                                  const cg_hvd_tensor_t *t, cg_hvd_wire_t *w);
+cg_status_t cg_hvd_reducescatter_wire(cg_hvd_core_t *core,
+                                      const cg_hvd_tensor_t *t, cg_redop_t op,
+                                      double prescale, double postscale,
+                                      cg_hvd_wire_t *w);
 /* Completes a request (and its followers) under the lock; msg may be NULL
  * on success. Only a request someone waits on wakes the waiters. */
 void cg_hvd_req_complete(cg_hvd_core_t *core, struct cg_hvd_req *req,
@@ -378,6 +424,16 @@ cg_status_t cg_hvd_allgather_run(cg_hvd_core_t *core, size_t i);
  * fusion buffer and reduce-scattered once; marks them done and completes
  * their requests. */
 cg_status_t cg_hvd_reducescatter_run(cg_hvd_core_t *core, size_t i);
+
+/* hvd_group.c: before a cycle's ready list runs: a group with a failed member fails
+ * whole, and one not wholly in the list (a broken invariant) too; the
+ * same verdict on every rank, from the agreed list. */
+void cg_hvd_group_check(cg_hvd_core_t *core);
+
+/* hvd_alltoall.c: the alltoall ready[i] alone (splits exchanged, result
+ * allocated and agreed, rows exchanged); marks it done and completes its
+ * request. A failed exchange breaks the comm. */
+cg_status_t cg_hvd_alltoall_run(cg_hvd_core_t *core, size_t i);
 
 /* hvd_cycle.c: the background thread. */
 void *cg_hvd_cycle_main(void *arg);

@@ -7,7 +7,8 @@
  * unpacked, tensors too large for the buffer reduced alone, and
  * broadcast, each through the backend of the tensor's memory (host:
  * core->be_cpu, CUDA: core->be_gpu); groups never mix devices. Allgather
- * runs in hvd_gather.c, reducescatter in hvd_rscatter.c.
+ * runs in hvd_gather.c, reducescatter in hvd_rscatter.c, alltoall in
+ * hvd_alltoall.c; grouped requests are checked first (hvd_group.c).
  * Background thread only. Layer: core/engine; calls the backends (hvd_backend.h),
  * core/coll/coll.h, the GPU data path (hvd_gpu.h) and the governor.
  */
@@ -305,6 +306,7 @@ cg_status_t cg_hvd_execute(cg_hvd_core_t *core)
 {
     cg_status_t st = CG_OK;
 
+    cg_hvd_group_check(core); /* a group fails whole */
     for (size_t i = 0; i < core->ready_len; i++) {
         cg_hvd_entry_t *e = core->ready[i];
         if (e->done)
@@ -329,6 +331,9 @@ cg_status_t cg_hvd_execute(cg_hvd_core_t *core)
             break;
         case CG_HVD_REDUCESCATTER:
             st = cg_hvd_reducescatter_run(core, i);
+            break;
+        case CG_HVD_ALLTOALL:
+            st = cg_hvd_alltoall_run(core, i);
             break;
         default:
             st = cg_hvd_allgather_run(core, i);

@@ -98,7 +98,7 @@ void cg_hvd_metrics_op(cg_hvd_core_t *core, int type, uint64_t ns)
     double s = (double)ns / 1e9;
     int b = 0;
 
-    if (type < 0 || type > 2)
+    if (type < 0 || type >= CG_HVD_OP_TYPES)
         return;
     while (b < CG_HVD_OP_BUCKETS && s > le[b])
         b++;

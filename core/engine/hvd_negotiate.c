@@ -53,6 +53,17 @@ static bool cg__mismatch(const cg_hvd_entry_t *e, int b,
                  cg_hvd_type_name(w->type));
         return true;
     }
+    if (f->group_n != w->group_n || f->group_at != w->group_at ||
+        f->group_key != w->group_key) {
+        cg__say(out, len, "%s of tensor '%s': mismatched group: rank %d has "
+                 "it as member %d of a group of %d, rank %d as member %d of "
+                 "a group of %d%s (0 of 0: not grouped)", what, f->name, a,
+                 f->group_at + (f->group_n > 0), f->group_n, b,
+                 w->group_at + (w->group_n > 0), w->group_n,
+                 f->group_n == w->group_n && f->group_at == w->group_at
+                     ? ", with other member names" : "");
+        return true;
+    }
     if (f->device != w->device) {
         cg__place_str(f->device, sa, sizeof(sa));
         cg__place_str(w->device, sb, sizeof(sb));
@@ -66,16 +77,15 @@ static bool cg__mismatch(const cg_hvd_entry_t *e, int b,
                  cg_dtype_name(f->dtype), b, cg_dtype_name(w->dtype));
         return true;
     }
-    for (int d = f->type == CG_HVD_ALLGATHER ? 1 : 0; shape_ok && d < f->ndim;
-         d++)
+    bool rows_free = f->type == CG_HVD_ALLGATHER || f->type == CG_HVD_ALLTOALL;
+    for (int d = rows_free ? 1 : 0; shape_ok && d < f->ndim; d++)
         shape_ok = f->shape[d] == w->shape[d];
     if (!shape_ok) {
         cg_hvd_shape_str(f, sa, sizeof(sa));
         cg_hvd_shape_str(w, sb, sizeof(sb));
         cg__say(out, len, "%s of tensor '%s': mismatched shape%s: rank %d "
                  "has %s, rank %d has %s", what, f->name,
-                 f->type == CG_HVD_ALLGATHER ? " (dimensions after the first)"
-                                             : "",
+                 rows_free ? " (dimensions after the first)" : "",
                  a, sa, b, sb);
         return true;
     }

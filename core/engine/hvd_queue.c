@@ -34,10 +34,10 @@ uint64_t cg_hvd_name_hash(const char *name)
 const char *cg_hvd_type_name(int32_t type)
 {
     static const char *const names[] = {"allreduce", "broadcast",
-                                        "allgather", "reducescatter"};
+                                        "allgather", "reducescatter",
+                                        "alltoall"};
 
-    return type >= 0 && type <= CG_HVD_REDUCESCATTER ? names[type]
-                                                     : "unknown";
+    return type >= 0 && type <= CG_HVD_ALLTOALL ? names[type] : "unknown";
 }
 
 void cg_hvd_shape_str(const cg_hvd_wire_t *w, char *buf, size_t len)
@@ -108,11 +108,12 @@ cg_status_t cg_hvd_check_tensor(const cg_hvd_core_t *core,
                                 (long long)t->shape[d]);
         w->shape[d] = t->shape[d];
     }
-    /* Allgather has no output; a reducescatter's is checked by its size. */
+    /* Allgather and alltoall have no output; a reducescatter's is
+     * checked by its size. */
     if (cg_hvd_wire_count(w) > 0 &&
         (t->input == NULL || (type != CG_HVD_ALLGATHER &&
                               type != CG_HVD_REDUCESCATTER &&
-                              t->output == NULL)))
+                              type != CG_HVD_ALLTOALL && t->output == NULL)))
         return cg_error_set(CG_ERR_INVALID_PARAM, "%s of tensor '%s': input "
                             "or output buffer is NULL", what, t->name);
     return CG_OK;
@@ -133,15 +134,20 @@ static cg_status_t cg__duplicate(cg_hvd_core_t *core, struct cg_hvd_req *prim,
                                  struct cg_hvd_req *req)
 {
     cg_hvd_name_t *n;
+    /* Grouped and alltoall requests complete on their own terms. */
+    bool own = req->w.group_n > 0 || prim->w.group_n > 0 ||
+               req->w.type == CG_HVD_ALLTOALL;
 
-    if (core->dup_policy == CG_DUP_POLICY_ERROR ||
+    if (core->dup_policy == CG_DUP_POLICY_ERROR || own ||
         !cg__same_request(prim, req)) {
         core->stats.duplicates_refused++;
         return cg_error_set(CG_ERR_INVALID_PARAM, "%s (tensor '%s'%s)",
                             CG__DUP_TEXT, req->w.name,
                             core->dup_policy == CG_DUP_POLICY_ERROR
                                 ? ", CG_DUPLICATE_POLICY=error"
-                                : ": a different buffer, size or op");
+                            : own ? ": a grouped or alltoall request is "
+                                    "never coalesced"
+                                  : ": a different buffer, size or op");
     }
     cg_list_push(&prim->followers, &req->follow_link);
     core->stats.duplicates++;
@@ -173,6 +179,7 @@ void cg_hvd_queue_init(cg_hvd_core_t *core)
 static void cg__req_free(cg_governor_t *gov, struct cg_hvd_req *req)
 {
     cg_governor_free(gov, CG_MEM_CAT_STAGING, req->gather, req->gather_bytes);
+    cg_governor_free(gov, CG_MEM_CAT_CONTROL, req->a2a, req->a2a_bytes);
     cg_governor_free(gov, CG_MEM_CAT_CONTROL, req, sizeof(*req));
 }
 
@@ -187,7 +194,9 @@ static void cg__req_recycle(cg_hvd_core_t *core, struct cg_hvd_req *req)
     }
     cg_governor_free(core->gov, CG_MEM_CAT_STAGING, req->gather,
                      req->gather_bytes);
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, req->a2a, req->a2a_bytes);
     req->gather = NULL; /* kept: only the request itself */
+    req->a2a = NULL;
     cg_list_push(&core->req_free, &req->live_link);
     core->req_nfree++;
 }
@@ -263,6 +272,13 @@ cg_status_t cg_hvd_enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
                            cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
                            cg_hvd_req_h *req_p)
 {
+    return cg_hvd_enqueue_to(core, t, type, w, NULL, req_p);
+}
+
+cg_status_t cg_hvd_enqueue_to(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
+                              cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
+                              cg_list_t *batch, cg_hvd_req_h *req_p)
+{
     struct cg_hvd_req *req, *prim;
     uint64_t hash;
     cg_status_t st;
@@ -302,8 +318,12 @@ cg_status_t cg_hvd_enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
         }
     }
     cg_list_push(&core->registry[CG_HVD_BUCKET(req->hash)], &req->reg_link);
-    cg_list_push(&core->inbox, &req->link);
-    core->inbox_len++;
+    if (batch != NULL) {
+        cg_list_push(batch, &req->link);
+    } else {
+        cg_list_push(&core->inbox, &req->link);
+        core->inbox_len++;
+    }
 out:
     cg_list_push(&core->req_live, &req->live_link);
     pthread_mutex_unlock(&core->lock);
@@ -317,13 +337,12 @@ err_unlock:
     return st;
 }
 
-cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
-                                     const cg_hvd_tensor_t *t, cg_redop_t op,
-                                     double prescale, double postscale,
-                                     cg_hvd_req_h *req_p)
+cg_status_t cg_hvd_allreduce_wire(cg_hvd_core_t *core,
+                                  const cg_hvd_tensor_t *t, cg_redop_t op,
+                                  double prescale, double postscale,
+                                  cg_hvd_wire_t *w)
 {
-    cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLREDUCE, &w);
+    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLREDUCE, w);
 
     if (st != CG_OK)
         return st;
@@ -332,9 +351,23 @@ cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
                             "op %s (%d) is not supported (sum, prod, max, "
                             "min, average)", t->name, cg_redop_name(op),
                             (int)op);
-    w.op = (int32_t)op;
-    w.prescale = prescale;
-    w.postscale = postscale;
+    w->op = (int32_t)op;
+    w->prescale = prescale;
+    w->postscale = postscale;
+    return CG_OK;
+}
+
+cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
+                                     const cg_hvd_tensor_t *t, cg_redop_t op,
+                                     double prescale, double postscale,
+                                     cg_hvd_req_h *req_p)
+{
+    cg_hvd_wire_t w;
+    cg_status_t st = cg_hvd_allreduce_wire(core, t, op, prescale, postscale,
+                                           &w);
+
+    if (st != CG_OK)
+        return st;
     return cg_hvd_enqueue(core, t, CG_HVD_ALLREDUCE, &w, req_p);
 }
 
@@ -365,12 +398,10 @@ cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
     return cg_hvd_enqueue(core, t, CG_HVD_BROADCAST, &w, req_p);
 }
 
-cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
-                                     const cg_hvd_tensor_t *t,
-                                     cg_hvd_req_h *req_p)
+cg_status_t cg_hvd_allgather_wire(cg_hvd_core_t *core,
+                                  const cg_hvd_tensor_t *t, cg_hvd_wire_t *w)
 {
-    cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLGATHER, &w);
+    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLGATHER, w);
 
     if (st != CG_OK)
         return st;
@@ -378,13 +409,65 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
         return cg_error_set(CG_ERR_INVALID_PARAM, "allgather of tensor '%s': "
                             "a scalar has no first dimension to gather along",
                             t->name);
+    return CG_OK;
+}
+
+cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
+                                     const cg_hvd_tensor_t *t,
+                                     cg_hvd_req_h *req_p)
+{
+    cg_hvd_wire_t w;
+    cg_status_t st = cg_hvd_allgather_wire(core, t, &w);
+
+    if (st != CG_OK)
+        return st;
     return cg_hvd_enqueue(core, t, CG_HVD_ALLGATHER, &w, req_p);
 }
 
-/* Under the lock: one request done (recycled if already released); true
- * when a thread waits on it. */
+static bool cg__req_finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
+                           cg_status_t st, const char *msg);
+
+/* Under the lock: a grouped request's completion, held until its
+ * group's last member arrives; then every member is finished with the
+ * group's status, the first failure of any (true: wake a waiter). */
+static bool cg__group_arrive(cg_hvd_core_t *core, struct cg_hvd_req *req,
+                             cg_status_t st, const char *msg)
+{
+    cg_hvd_group_t *g = req->grp;
+    bool wake = false;
+
+    if (st != CG_OK && g->st == CG_OK) {
+        g->st = st;
+        snprintf(g->err, sizeof(g->err), "%s",
+                 msg != NULL ? msg : cg_status_string(st));
+    }
+    if (--g->left > 0)
+        return false;
+    /* Last to first: whoever sees member 0 done (the handle mpi_lib_v2
+     * polls) sees every member done. */
+    for (int i = g->n - 1; i >= 0; i--) {
+        struct cg_hvd_req *m = g->members[i];
+        m->grp = NULL;
+        wake |= cg__req_finish(core, m, g->st,
+                               g->st == CG_OK ? NULL : g->err);
+    }
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, g,
+                     sizeof(*g) + (size_t)g->n * sizeof(void *));
+    return wake;
+}
+
+/* Under the lock: one request done (a grouped one once its group is),
+ * recycled if already released; true when a thread waits on it. */
 static bool cg__finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
                        cg_status_t st, const char *msg)
+{
+    if (req->grp != NULL)
+        return cg__group_arrive(core, req, st, msg);
+    return cg__req_finish(core, req, st, msg);
+}
+
+static bool cg__req_finish(cg_hvd_core_t *core, struct cg_hvd_req *req,
+                           cg_status_t st, const char *msg)
 {
     size_t len;
 
@@ -433,6 +516,8 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core)
     s->reducescatter_calls = t->reducescatter_calls;
     s->reducescatter_tensors = t->reducescatter_tensors;
     s->reducescatter_bytes = t->reducescatter_bytes;
+    s->alltoall_calls = t->alltoall_calls;
+    s->alltoall_bytes = t->alltoall_bytes;
     memcpy(s->op_count, t->op_count, sizeof(s->op_count));
     memcpy(s->op_ns, t->op_ns, sizeof(s->op_ns));
     memcpy(s->op_bucket, t->op_bucket, sizeof(s->op_bucket));

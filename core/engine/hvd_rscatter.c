@@ -38,16 +38,14 @@ void cg_hvd_reducescatter_rows(int64_t dim0, int size, int rank,
     *start_p = rank * base + (rank < extra ? rank : extra);
 }
 
-cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
-                                         const cg_hvd_tensor_t *t,
-                                         cg_redop_t op, double prescale,
-                                         double postscale,
-                                         cg_hvd_req_h *req_p)
+cg_status_t cg_hvd_reducescatter_wire(cg_hvd_core_t *core,
+                                      const cg_hvd_tensor_t *t, cg_redop_t op,
+                                      double prescale, double postscale,
+                                      cg_hvd_wire_t *w)
 {
     int64_t start, rows;
     size_t el, out_bytes, in_bytes;
-    cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_REDUCESCATTER, &w);
+    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_REDUCESCATTER, w);
 
     if (st != CG_OK)
         return st;
@@ -62,7 +60,7 @@ cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
     cg_hvd_reducescatter_rows(t->shape[0], core->size, core->rank, &start,
                               &rows);
     el = cg_dtype_size(t->dtype);
-    in_bytes = cg_hvd_wire_count(&w) * el;
+    in_bytes = cg_hvd_wire_count(w) * el;
     out_bytes = t->shape[0] > 0 ? in_bytes / (size_t)t->shape[0] *
                                       (size_t)rows : 0;
     if (out_bytes > 0 && t->output == NULL)
@@ -74,9 +72,24 @@ cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
         (const char *)t->input < (char *)t->output + out_bytes)
         return cg_error_set(CG_ERR_INVALID_PARAM, "reducescatter of tensor "
                             "'%s': the output overlaps the input", t->name);
-    w.op = (int32_t)op;
-    w.prescale = prescale;
-    w.postscale = postscale;
+    w->op = (int32_t)op;
+    w->prescale = prescale;
+    w->postscale = postscale;
+    return CG_OK;
+}
+
+cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
+                                         const cg_hvd_tensor_t *t,
+                                         cg_redop_t op, double prescale,
+                                         double postscale,
+                                         cg_hvd_req_h *req_p)
+{
+    cg_hvd_wire_t w;
+    cg_status_t st = cg_hvd_reducescatter_wire(core, t, op, prescale,
+                                               postscale, &w);
+
+    if (st != CG_OK)
+        return st;
     return cg_hvd_enqueue(core, t, CG_HVD_REDUCESCATTER, &w, req_p);
 }
 

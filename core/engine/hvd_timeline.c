@@ -24,11 +24,12 @@ struct cg_hvd_tl {
 };
 
 static const char *const cg__op_names[] = {"ALLREDUCE", "BROADCAST",
-                                           "ALLGATHER", "REDUCESCATTER"};
+                                           "ALLGATHER", "REDUCESCATTER",
+                                           "ALLTOALL"};
 
 static const char *cg__op_name(const cg_hvd_wire_t *w)
 {
-    return (w->type >= 0 && w->type <= CG_HVD_REDUCESCATTER)
+    return (w->type >= 0 && w->type <= CG_HVD_ALLTOALL)
                ? cg__op_names[w->type]
                : "UNKNOWN";
 }

@@ -150,7 +150,7 @@ static void cg__governor_part(cg__out_t *o, const char *probe_name,
 }
 
 static const char *const cg__ops[CG_HVD_OP_TYPES] = {
-    "allreduce", "broadcast", "allgather", "reducescatter"};
+    "allreduce", "broadcast", "allgather", "reducescatter", "alltoall"};
 
 /* The collective latency histogram, one series set per op: cumulative
  * _bucket{le=...} ending in +Inf (= _count), _sum in seconds. */
@@ -187,13 +187,14 @@ static void cg__op_bytes(cg__out_t *o, const cg_hvd_stats_t *st)
     const uint64_t v[CG_HVD_OP_TYPES] = {st->allreduce_bytes,
                                          st->broadcast_bytes,
                                          st->allgather_bytes,
-                                         st->reducescatter_bytes};
+                                         st->reducescatter_bytes,
+                                         st->alltoall_bytes};
     const char *name = "collguard_hvd_op_bytes_total";
 
     cg__family(o, name, "counter",
                "Payload bytes of this rank's tensors by op: reduced, "
                "broadcast, gathered (the whole result), reduce-scattered "
-               "(the whole input).");
+               "and sent by alltoall (the whole input).");
     for (int op = 0; op < CG_HVD_OP_TYPES; op++)
         cg__put(o, "%s{%s,op=\"%s\"} %llu\n", name, o->labels, cg__ops[op],
                 (unsigned long long)v[op]);

@@ -4,7 +4,8 @@
  * collectives on host buffers and get a request back; a background thread
  * negotiates across ranks which names are ready everywhere, fuses ready
  * allreduces (and allgathers, reducescatters) into a governed fusion
- * buffer and completes the requests.
+ * buffer and completes the requests. Grouped operations are negotiated,
+ * run and completed as one unit; alltoall exchanges rows by splits.
  * The CPython module mpi_lib_v2 is a thin layer over these calls.
  * Thread-safe: every call here except cg_hvd_core_create/_destroy, which
  * are collective over the ranks and belong to one thread.
@@ -33,9 +34,10 @@ typedef enum {
     CG_HVD_ALLREDUCE = 0,
     CG_HVD_BROADCAST = 1,
     CG_HVD_ALLGATHER = 2,
-    CG_HVD_REDUCESCATTER = 3
+    CG_HVD_REDUCESCATTER = 3,
+    CG_HVD_ALLTOALL = 4
 } cg_hvd_op_type_t;
-#define CG_HVD_OP_TYPES 4 /* entries of the per-op arrays in the stats */
+#define CG_HVD_OP_TYPES 5 /* entries of the per-op arrays in the stats */
 
 enum {
     CG_HVD_REQUIRES_GRAD = 1u << 0, /* tensor.requires_grad */
@@ -114,6 +116,9 @@ typedef struct cg_hvd_stats {
     uint64_t reducescatter_calls;   /* collectives issued for them */
     uint64_t reducescatter_tensors; /* tensors those calls completed */
     uint64_t reducescatter_bytes;   /* input bytes of this rank's tensors */
+    uint64_t grouped_calls;         /* groups enqueued (any op) */
+    uint64_t alltoall_calls;        /* alltoalls run (one collective each) */
+    uint64_t alltoall_bytes;        /* input bytes of this rank's tensors */
 } cg_hvd_stats_t;
 
 /* Collective over the ctx's bootstrap (ctx created with
@@ -179,6 +184,55 @@ CG_API cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
  * split over `size` ranks (dim0 >= 0, 0 <= rank < size). Pure. */
 CG_API void cg_hvd_reducescatter_rows(int64_t dim0, int size, int rank,
                                       int64_t *start_p, int64_t *rows_p);
+
+/* Grouped operations (Horovod's grouped_allreduce, grouped_allgather,
+ * grouped_reducescatter): n tensors (1 to CG_HVD_GROUP_MAX, distinct
+ * names) enqueued at once, each as the single-tensor call would, with one
+ * request each in reqs[0..n). Every member is negotiated in the same
+ * round on every rank (none starts before all are ready everywhere), they
+ * fuse with each other where their op fuses, and all n requests complete
+ * together, with one status: the first failure of any member (its text
+ * in cg_hvd_error of every member). A member that mismatches across ranks
+ * (including the group itself: size, order, names) fails the whole group
+ * on every rank. All or nothing: an error at enqueue returns no request.
+ * A member's name already in flight is refused whatever
+ * CG_DUPLICATE_POLICY says. Grouped requests bypass the response cache. */
+#define CG_HVD_GROUP_MAX 65536
+CG_API cg_status_t cg_hvd_enqueue_grouped_allreduce(
+    cg_hvd_core_h core, const cg_hvd_tensor_t *ts, int n, cg_redop_t op,
+    double prescale, double postscale, cg_hvd_req_h *reqs);
+CG_API cg_status_t cg_hvd_enqueue_grouped_allgather(cg_hvd_core_h core,
+                                                    const cg_hvd_tensor_t *ts,
+                                                    int n, cg_hvd_req_h *reqs);
+CG_API cg_status_t cg_hvd_enqueue_grouped_reducescatter(
+    cg_hvd_core_h core, const cg_hvd_tensor_t *ts, int n, cg_redop_t op,
+    double prescale, double postscale, cg_hvd_req_h *reqs);
+
+/* Alltoall (Horovod's): this rank's input rows along the first dimension
+ * go, in order, splits[0] rows to rank 0, splits[1] to rank 1, ...
+ * (splits: cg_hvd_core_size entries >= 0 summing to shape[0]; NULL: an
+ * equal split, shape[0] divisible by the size); the result is what every
+ * rank sent here, in rank order (cg_hvd_alltoall_result). ndim >= 1; the
+ * first dimension may differ per rank, dtype and the others must match
+ * (else every rank fails it, CG_ERR_MISMATCH). output is ignored. The
+ * result (and a staged copy of a CUDA input) is governed memory; a rank
+ * that cannot have it fails the tensor on every rank, and the job goes
+ * on. Host tensors run on the host backend's alltoallv (COLLGUARD:
+ * pairwise exchange, MPI: MPI_Alltoallv), CUDA tensors staged on the
+ * engine's own. splits is copied. */
+CG_API cg_status_t cg_hvd_enqueue_alltoall(cg_hvd_core_h core,
+                                           const cg_hvd_tensor_t *t,
+                                           const int64_t *splits,
+                                           cg_hvd_req_h *req_p);
+/* A done alltoall: the received data (host memory, owned by the request),
+ * its first dimension and the rows received from each rank
+ * (*recv_splits_p: cg_hvd_core_size entries, owned by the request). Valid
+ * until cg_hvd_release. CG_ERR_INVALID_PARAM if not a successfully done
+ * alltoall. */
+CG_API cg_status_t cg_hvd_alltoall_result(cg_hvd_req_h req,
+                                          const void **data_p,
+                                          int64_t *first_dim_p,
+                                          const int64_t **recv_splits_p);
 
 /* Non-zero once the request is done (successfully or not). */
 CG_API int cg_hvd_poll(cg_hvd_req_h req);

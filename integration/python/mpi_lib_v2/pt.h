@@ -4,7 +4,8 @@
  * name): torch tensors read through the Python API into cg_hvd_tensor_t
  * (pt_tensor.c), the handle table that keeps tensors alive until a handle
  * is cleared (pt_handles.c), the collective bindings (pt_ops.c,
- * reducescatter in pt_rscatter.c), what
+ * reducescatter in pt_rscatter.c, grouped ones in pt_group.c, alltoall
+ * in pt_alltoall.c), what
  * runs once an operation is done, and barrier (pt_finish.c), the ones the
  * engine lacks (pt_missing.c) and collguard's extras (pt_extra.c).
  * Every function here runs with the GIL held. Layer: integration; calls
@@ -27,7 +28,9 @@ typedef enum {
     PT_OP_BROADCAST = 1,
     PT_OP_ALLGATHER = 2,
     PT_OP_BARRIER = 3,
-    PT_OP_REDUCESCATTER = 4
+    PT_OP_REDUCESCATTER = 4,
+    PT_OP_GROUP = 5,   /* members[]: one op of the kinds above each */
+    PT_OP_ALLTOALL = 6 /* keep[2]: the received splits' output */
 } pt_op_kind_t;
 
 /* A tensor as the engine takes it, plus what the module needs later. */
@@ -53,8 +56,13 @@ typedef struct pt_op {
     int ndim;
     int64_t shape[CG_HVD_NDIM_MAX];
     PyObject *dtype;    /* owned; allgather result dtype */
-    int32_t scratch;    /* barrier: the element its allreduce carries */
+    int32_t scratch;    /* barrier: the element its allreduce carries;
+                         * alltoall: the rank count */
     struct pt_op *next; /* reset's list of operations still running */
+    /* A group: its members (not in the handle table); req is members[0]'s
+     * (done only once every member is, see cg_hvd_enqueue_grouped_*). */
+    struct pt_op *members;
+    int nmembers;
 } pt_op_t;
 
 /* pt_tensor.c */
@@ -69,6 +77,8 @@ extern PyObject *pt_str_resize, *pt_str_data_ptr, *pt_str_copy,
 
 /* pt_handles.c */
 int pt_handles_new(pt_op_kind_t kind, pt_op_t **op_p);
+/* A group's n members (calloc'd; freed with the group). */
+int pt_handles_members(pt_op_t *op, int n);
 pt_op_t *pt_handles_find(int handle);
 void pt_handles_remove(pt_op_t *op);
 void pt_handles_free(pt_op_t *op);
@@ -85,6 +95,12 @@ int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
 void pt_release_name(pt_op_t *op);
 /* A name argument (bytes or str) as UTF-8, or NULL with TypeError. */
 const char *pt_name_arg(PyObject *name);
+/* Horovod's ReduceOp as the engine's op (*ok 0: an exception is set). */
+cg_redop_t pt_redop(int horovod_op, int *ok);
+/* Describes tensor and, when it is another tensor, output (same dtype and
+ * element count); synchronises a CUDA tensor's stream. */
+int pt_prepare(PyObject *tensor, PyObject *output, pt_tensor_t *d,
+               bool need_output);
 /* Enqueue's common tail: keeps tensor and output, returns the handle. */
 PyObject *pt_enqueued(pt_op_t *op, PyObject *tensor, PyObject *output);
 /* A failed enqueue: the handle removed and freed; returns NULL. */
@@ -98,17 +114,31 @@ PyObject *pt_reset(PyObject *self, PyObject *args);
 
 /* pt_finish.c */
 int pt_finish(pt_op_t *op);
+/* output.resize_(first, op->shape[1:]) filled from the host data (an
+ * allgather's or alltoall's result), for CPU and CUDA outputs. */
+int pt_fill_output(pt_op_t *op, PyObject *output, const void *data,
+                   int64_t first);
 PyObject *pt_barrier(PyObject *self, PyObject *args);
 
 /* pt_missing.c */
 PyObject *pt_join(PyObject *self, PyObject *args);
+
+/* pt_group.c */
 PyObject *pt_grouped_allreduce(PyObject *self, PyObject *args);
 PyObject *pt_grouped_allgather(PyObject *self, PyObject *args);
-PyObject *pt_alltoall(PyObject *self, PyObject *args);
 PyObject *pt_grouped_reducescatter(PyObject *self, PyObject *args);
+
+/* pt_alltoall.c */
+PyObject *pt_alltoall(PyObject *self, PyObject *args);
+int pt_finish_alltoall(pt_op_t *op);
 
 /* pt_rscatter.c */
 PyObject *pt_reducescatter(PyObject *self, PyObject *args);
+/* Horovod's Average (0) and Sum (1) as the engine's op; else raises. */
+int pt_rs_op(int horovod_op, cg_redop_t *op_p);
+/* output resized to this rank's rows of d's first dimension, its data
+ * pointer into d->t.output (same dtype and device as d). */
+int pt_rs_output(PyObject *output, cg_hvd_core_h core, pt_tensor_t *d);
 
 /* pt_extra.c */
 PyObject *pt_memory_snapshot(PyObject *self, PyObject *args);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What mpi_lib_v2 does once the engine is done with an operation, on the
- * thread that polls or waits (with the GIL): an allgather's output
- * resized to the gathered shape and filled from the engine's result, an
- * allreduce divided by Horovod's divisor; and barrier, which is a
+ * thread that polls or waits (with the GIL): an allgather's (and
+ * alltoall's) output resized to the gathered shape and filled from the
+ * engine's result, an allreduce divided by Horovod's divisor, each member
+ * of a group; and barrier, which is a
  * one-element allreduce: no rank gets past it before every rank entered
  * it. Layer: integration (mpi_lib_v2).
  */
@@ -22,12 +23,9 @@ static int pt__call1(PyObject *o, PyObject *method, PyObject *arg)
 
 static int pt__finish_allgather(pt_op_t *op)
 {
-    PyObject *output = op->keep[1], *shape, *ptr;
     const void *data;
-    int64_t first, numel;
-    size_t elem;
+    int64_t first;
     cg_status_t st;
-    int rc;
 
     st = cg_hvd_allgather_result(op->req, &data, &first);
     if (st != CG_OK) {
@@ -35,6 +33,17 @@ static int pt__finish_allgather(pt_op_t *op)
                      cg_last_error());
         return -1;
     }
+    return pt_fill_output(op, op->keep[1], data, first);
+}
+
+int pt_fill_output(pt_op_t *op, PyObject *output, const void *data,
+                   int64_t first)
+{
+    PyObject *shape, *ptr;
+    int64_t numel;
+    size_t elem;
+    int rc;
+
     shape = PyTuple_New(op->ndim);
     if (shape == NULL)
         return -1;
@@ -97,8 +106,13 @@ int pt_finish(pt_op_t *op)
     op->finished = true;
     if (cg_hvd_wait(op->req) != CG_OK)
         return 0;
-    if (op->kind == PT_OP_ALLGATHER)
+    if (op->kind == PT_OP_GROUP)
+        for (int i = 0; i < op->nmembers && rc == 0; i++)
+            rc = pt_finish(&op->members[i]);
+    else if (op->kind == PT_OP_ALLGATHER)
         rc = pt__finish_allgather(op);
+    else if (op->kind == PT_OP_ALLTOALL)
+        rc = pt_finish_alltoall(op);
     else if (op->kind == PT_OP_ALLREDUCE && op->divisor > 1)
         rc = pt__finish_divide(op);
     return rc;

@@ -112,15 +112,39 @@ void pt_handles_remove(pt_op_t *op)
     }
 }
 
-/* Frees an operation out of the table: its request and references. */
-void pt_handles_free(pt_op_t *op)
+int pt_handles_members(pt_op_t *op, int n)
 {
-    pt_release_name(op);
+    op->members = calloc((size_t)n, sizeof(*op->members));
+    if (op->members == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    op->nmembers = n;
+    return 0;
+}
+
+/* An operation's request and references. */
+static void pt__free_fields(pt_op_t *op)
+{
     if (op->req != NULL)
         cg_hvd_release(op->req);
     for (int i = 0; i < 3; i++)
         Py_XDECREF(op->keep[i]);
     Py_XDECREF(op->dtype);
+}
+
+/* Frees an operation out of the table: its request and references (a
+ * group's: its members', whose first request is the group's). */
+void pt_handles_free(pt_op_t *op)
+{
+    pt_release_name(op);
+    if (op->members != NULL) {
+        for (int i = 0; i < op->nmembers; i++)
+            pt__free_fields(&op->members[i]);
+        free(op->members);
+        op->req = NULL;
+    }
+    pt__free_fields(op);
     free(op);
 }
 

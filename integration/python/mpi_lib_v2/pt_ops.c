@@ -131,7 +131,7 @@ void pt_release_name(pt_op_t *op)
     Py_CLEAR(op->name_key);
 }
 
-static cg_redop_t pt__op(int horovod_op, int *ok)
+cg_redop_t pt_redop(int horovod_op, int *ok)
 {
     *ok = 1;
     switch (horovod_op) { /* Horovod's ReduceOp (horovod_reduce_op_*) */
@@ -162,10 +162,8 @@ const char *pt_name_arg(PyObject *name)
     return NULL;
 }
 
-/* Describes tensor and, when it is another tensor, output (same dtype and
- * element count); synchronises a CUDA tensor's stream. */
-static int pt__prepare(PyObject *tensor, PyObject *output, pt_tensor_t *d,
-                       bool need_output)
+int pt_prepare(PyObject *tensor, PyObject *output, pt_tensor_t *d,
+               bool need_output)
 {
     if (pt_tensor_describe(tensor, "input", d) != 0)
         return -1;
@@ -229,8 +227,8 @@ PyObject *pt_allreduce(PyObject *self, PyObject *args)
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
         pt_check_process_set(psid, "allreduce") != 0)
         return NULL;
-    cop = pt__op(hop, &ok);
-    if (!ok || pt__prepare(tensor, output, &d, true) != 0)
+    cop = pt_redop(hop, &ok);
+    if (!ok || pt_prepare(tensor, output, &d, true) != 0)
         return NULL;
     pt_handles_reap();
     if (pt_handles_new(PT_OP_ALLREDUCE, &op) != 0)
@@ -267,7 +265,7 @@ PyObject *pt_broadcast(PyObject *self, PyObject *args)
         return NULL;
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
         pt_check_process_set(psid, "broadcast") != 0 ||
-        pt__prepare(tensor, output, &d, true) != 0)
+        pt_prepare(tensor, output, &d, true) != 0)
         return NULL;
     pt_handles_reap();
     if (pt_handles_new(PT_OP_BROADCAST, &op) != 0)
@@ -303,7 +301,7 @@ PyObject *pt_allgather(PyObject *self, PyObject *args)
         return NULL;
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
         pt_check_process_set(psid, "allgather") != 0 ||
-        pt__prepare(tensor, output, &d, false) != 0)
+        pt_prepare(tensor, output, &d, false) != 0)
         return NULL;
     if (d.t.ndim == 0) {
         PyErr_SetString(PyExc_ValueError, "collguard: allgather needs a "

@@ -13,7 +13,7 @@
 #include <string.h>
 
 /* Horovod's ReduceOp: Average 0, Sum 1; reducescatter has no others. */
-static int pt__rs_op(int horovod_op, cg_redop_t *op_p)
+int pt_rs_op(int horovod_op, cg_redop_t *op_p)
 {
     if (horovod_op == 0 || horovod_op == 1) {
         *op_p = horovod_op == 0 ? CG_OP_AVG : CG_OP_SUM;
@@ -28,8 +28,7 @@ static int pt__rs_op(int horovod_op, cg_redop_t *op_p)
 
 /* output.resize_(rows, shape[1:]) and its data pointer into d->t.output;
  * same dtype and device as the input. */
-static int pt__rs_output(PyObject *output, cg_hvd_core_h core,
-                         pt_tensor_t *d)
+int pt_rs_output(PyObject *output, cg_hvd_core_h core, pt_tensor_t *d)
 {
     PyObject *shape, *r;
     int64_t start, rows;
@@ -80,7 +79,7 @@ PyObject *pt_reducescatter(PyObject *self, PyObject *args)
         return NULL;
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
         pt_check_process_set(psid, "reducescatter") != 0 ||
-        pt__rs_op(hop, &cop) != 0 ||
+        pt_rs_op(hop, &cop) != 0 ||
         pt_tensor_describe(tensor, "input", &d) != 0)
         return NULL;
     if (d.t.ndim == 0) {
@@ -93,7 +92,7 @@ PyObject *pt_reducescatter(PyObject *self, PyObject *args)
                         "must be another tensor than its input");
         return NULL;
     }
-    if (pt__rs_output(output, core, &d) != 0)
+    if (pt_rs_output(output, core, &d) != 0)
         return NULL;
     if (d.is_cuda && pt_tensor_sync_cuda(tensor) != 0)
         return NULL;

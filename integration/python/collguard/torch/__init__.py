@@ -2,7 +2,8 @@
 """collguard.torch: horovod.torch's API over collguard (``import
 collguard.torch as hvd``), plus memory_pressure/on_memory_pressure and a
 DDP communication hook. init/shutdown wrap the C ABI; the operations are
-in mpi_ops, state broadcasts in functions, the optimizer in optimizer."""
+in mpi_ops (grouped ones in grouped, alltoall in alltoall), state
+broadcasts in functions, the optimizer in optimizer."""
 from collguard import basics as _basics
 from collguard._native import mpi_lib as _mpi_lib
 from collguard.basics import (ccl_built, cross_rank, cross_size, cuda_built,
@@ -28,18 +29,19 @@ from collguard.torch.memory import (memory_pressure, on_memory_pressure,
 from collguard.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum,
                                      allgather, allgather_async, allreduce,
                                      allreduce_, allreduce_async,
-                                     allreduce_async_, alltoall,
-                                     alltoall_async, barrier, broadcast,
+                                     allreduce_async_, barrier, broadcast,
                                      broadcast_, broadcast_async,
-                                     broadcast_async_, grouped_allgather,
+                                     broadcast_async_, join, poll,
+                                     reducescatter, reducescatter_async,
+                                     synchronize)
+from collguard.torch.grouped import (grouped_allgather,
                                      grouped_allgather_async,
                                      grouped_allreduce, grouped_allreduce_,
                                      grouped_allreduce_async,
                                      grouped_allreduce_async_,
                                      grouped_reducescatter,
-                                     grouped_reducescatter_async, join, poll,
-                                     reducescatter, reducescatter_async,
-                                     synchronize)
+                                     grouped_reducescatter_async)
+from collguard.torch.alltoall import alltoall, alltoall_async
 from collguard.torch.mpi_ops import _reset_handles
 from collguard.torch.optimizer import DistributedOptimizer
 

@@ -2,8 +2,8 @@
 """horovod.torch's collective operations over collguard's mpi_lib_v2:
 allreduce, broadcast and allgather in their four forms (async or not, in
 place or not, autograd for the out-of-place ones), reducescatter (async or
-not, autograd), the grouped and alltoall names (NotImplementedError from
-the module: the engine lacks them), poll, synchronize, join and barrier. Handles keep their
+not, autograd), poll, synchronize, join and barrier (the grouped
+operations are in grouped, alltoall in alltoall). Handles keep their
 tensors in _handle_map until synchronized, as Horovod's Python."""
 import torch
 
@@ -219,73 +219,6 @@ def allgather(tensor, name=None, process_set=global_process_set):
     return _Allgather.apply(tensor, name, process_set)
 
 
-def _grouped(kind):
-    def call(tensors, *args, **kwargs):
-        tensors = list(tensors)
-        if not tensors:
-            raise ValueError("collguard: %s of an empty list" % kind)
-        fn = _function(kind, tensors[0])
-        try:
-            return fn(tensors, [t.new_empty(0) for t in tensors], 1, b"",
-                      Sum, 1.0, 1.0, 0)
-        except NotImplementedError:
-            raise
-        except RuntimeError as e:
-            raise HorovodInternalError(e)
-    call.__name__ = kind
-    return call
-
-
-_grouped_allreduce = _grouped("grouped_allreduce")
-_grouped_allgather = _grouped("grouped_allgather")
-_grouped_reducescatter = _grouped("grouped_reducescatter")
-
-
-def grouped_allreduce_async(tensors, average=None, name=None, op=None,
-                            prescale_factor=1.0, postscale_factor=1.0,
-                            process_set=global_process_set):
-    return _grouped_allreduce(tensors)
-
-
-def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
-                             prescale_factor=1.0, postscale_factor=1.0,
-                             process_set=global_process_set):
-    return _grouped_allreduce(tensors)
-
-
-def grouped_allreduce(tensors, average=None, name=None,
-                      compression=Compression.none, op=None,
-                      prescale_factor=1.0, postscale_factor=1.0,
-                      process_set=global_process_set):
-    return _grouped_allreduce(tensors)
-
-
-def grouped_allreduce_(tensors, average=None, name=None, op=None,
-                       prescale_factor=1.0, postscale_factor=1.0,
-                       process_set=global_process_set):
-    return _grouped_allreduce(tensors)
-
-
-def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    return _grouped_allgather(tensors)
-
-
-def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    return _grouped_allgather(tensors)
-
-
-def grouped_reducescatter_async(tensors, name=None, op=Average,
-                                process_set=global_process_set,
-                                prescale_factor=1.0, postscale_factor=1.0):
-    return _grouped_reducescatter(tensors)
-
-
-def grouped_reducescatter(tensors, name=None, compression=Compression.none,
-                          op=Average, process_set=global_process_set,
-                          prescale_factor=1.0, postscale_factor=1.0):
-    return _grouped_reducescatter(tensors)
-
-
 def reducescatter_async(tensor, name=None, op=Average,
                         process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
@@ -336,22 +269,6 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
     out = _Reducescatter.apply(compressed, name, op, process_set,
                                prescale_factor, postscale_factor)
     return compression.decompress(out, cctx)
-
-
-def alltoall_async(tensor, splits=None, name=None,
-                   process_set=global_process_set):
-    fn = _function("alltoall", tensor)
-    if splits is None:
-        splits = torch.tensor([], dtype=torch.int32)
-    elif not isinstance(splits, torch.Tensor):
-        splits = torch.tensor(splits, dtype=torch.int32)
-    return fn(tensor, splits, tensor.new_empty(0),
-              torch.empty(0, dtype=torch.int32), _name(name),
-              process_set.process_set_id)
-
-
-def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    return alltoall_async(tensor, splits, name, process_set)
 
 
 def poll(handle):
