@@ -180,7 +180,9 @@ CG_API cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
 CG_API void cg_hvd_reducescatter_rows(int64_t dim0, int size, int rank,
                                       int64_t *start_p, int64_t *rows_p);
 
-/* Non-zero once the request is done (successfully or not). */
+/* Non-zero once the request is done (successfully or not). A NULL
+ * request counts as done: cg_hvd_wait returns CG_ERR_INVALID_PARAM for it
+ * and cg_hvd_error says it is NULL. */
 CG_API int cg_hvd_poll(cg_hvd_req_h req);
 /* Blocks until done; the request's status. */
 CG_API cg_status_t cg_hvd_wait(cg_hvd_req_h req);
