@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 # Writes the hand-made seeds of tests/fuzz/corpus/<target>/ (valid and
 # nearly valid messages of each wire format and configuration lines);
 # inputs the fuzzer found worth keeping, and crashes once fixed, are added
