@@ -304,6 +304,12 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core);
 /* Fails every request in the inbox and the owned list. */
 void cg_hvd_fail_all(cg_hvd_core_t *core, cg_status_t st, const char *msg);
 size_t cg_hvd_wire_count(const cg_hvd_wire_t *w);
+/* hvd_wire.c: what another rank sent, checked before the table reads it
+ * (CG_ERR_MISMATCH naming the rank and the field). hdr: the full round's
+ * size x 4 header; w: one record from rank `from`. */
+#define CG_HVD_RECORDS_MAX (1 << 24) /* records one rank announces a round */
+cg_status_t cg_hvd_nhdr_check(const int64_t *hdr, int size);
+cg_status_t cg_hvd_wire_check(const cg_hvd_wire_t *w, int size, int from);
 /* "allreduce", "broadcast", "allgather", "reducescatter" ("unknown" out
  * of range). */
 const char *cg_hvd_type_name(int32_t type);

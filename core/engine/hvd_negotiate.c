@@ -256,7 +256,9 @@ static cg_status_t cg__records(cg_hvd_core_t *core, size_t total,
     for (int r = 0, k = 0; r < core->size; r++) {
         for (int64_t i = 0; i < hdr[4 * r]; i++, k++) {
             struct cg_hvd_req *req = r == core->rank ? core->ann.v[i] : NULL;
-            st = cg_hvd_cache_evict_name(core, &recs[k]);
+            st = cg_hvd_wire_check(&recs[k], core->size, r);
+            if (st == CG_OK)
+                st = cg_hvd_cache_evict_name(core, &recs[k]);
             if (st == CG_OK)
                 st = cg__announce(core, r, &recs[k], req);
             if (st != CG_OK)
@@ -289,6 +291,8 @@ static cg_status_t cg__full_round(cg_hvd_core_t *core, bool stop,
     hdr[4 * core->rank + 3] = core->ctx->cfg.cache_capacity;
     st = cg_allreduce(core->comm, hdr, hdr, (size_t)core->size * 4,
                       CG_DTYPE_I64, CG_OP_SUM, 1.0, 1.0);
+    if (st == CG_OK)
+        st = cg_hvd_nhdr_check(hdr, core->size);
     if (st != CG_OK)
         return st;
     core->last_offer = offer;

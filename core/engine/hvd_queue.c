@@ -579,13 +579,18 @@ void cg_hvd_fail_all(cg_hvd_core_t *core, cg_status_t st, const char *msg)
 
 int cg_hvd_poll(cg_hvd_req_h req)
 {
-    return atomic_load_explicit(&req->done, memory_order_acquire);
+    return req == NULL || atomic_load_explicit(&req->done,
+                                               memory_order_acquire);
 }
 
 cg_status_t cg_hvd_wait(cg_hvd_req_h req)
 {
-    cg_hvd_core_t *core = req->core;
+    cg_hvd_core_t *core;
 
+    if (req == NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "cg_hvd_wait: the request "
+                            "is NULL (did its enqueue fail?)");
+    core = req->core;
     if (!cg_hvd_poll(req)) {
         pthread_mutex_lock(&core->lock);
         if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
@@ -603,6 +608,8 @@ cg_status_t cg_hvd_wait(cg_hvd_req_h req)
 
 const char *cg_hvd_error(cg_hvd_req_h req)
 {
+    if (req == NULL)
+        return "the request is NULL (did its enqueue fail?)";
     return cg_hvd_poll(req) ? req->err : "";
 }
 

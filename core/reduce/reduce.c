@@ -149,12 +149,14 @@ static int cg__kop(cg_redop_t op)
     return op == CG_OP_AVG ? CG_OP_SUM : (int)op;
 }
 
+#ifndef NDEBUG /* only asserts use it (clang flags it unused otherwise) */
 /* True if [p, p + n) and [q, q + n) share a byte. */
 static inline int cg__overlap(const void *p, const void *q, size_t n)
 {
     uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
     return a < b + n && b < a + n;
 }
+#endif
 
 void cg_reduce(void *inout, const void *in, size_t count, cg_dtype_t dt,
                cg_redop_t op)

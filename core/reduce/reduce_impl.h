@@ -59,8 +59,13 @@ extern const cg__reduce_kernels_t cg__reduce_kernels_bf16;
 /* x86-64: each kernel is also built for AVX2 and picked at load time (an
  * ifunc); the baseline build still runs on any x86-64. Same IEEE operations
  * per element either way (no FMA: -ffp-contract=off), so same results.
- * CG_REDUCE_PORTABLE (tests) builds the baseline loops only. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(CG_REDUCE_PORTABLE)
+ * CG_REDUCE_PORTABLE (tests) builds the baseline loops only, and so do
+ * clang (its 14 names an extern clone's ifunc "f.ifunc", so callers of f
+ * fail to link; clang builds the fuzz targets) and gcc's ThreadSanitizer
+ * build (gcc instruments the ifunc resolvers, which the loader runs before
+ * the TSan runtime exists: every program crashed at startup). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(CG_REDUCE_PORTABLE)
 #define CG__CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define CG__CLONES

@@ -234,7 +234,9 @@ CG_API cg_status_t cg_hvd_alltoall_result(cg_hvd_req_h req,
                                           int64_t *first_dim_p,
                                           const int64_t **recv_splits_p);
 
-/* Non-zero once the request is done (successfully or not). */
+/* Non-zero once the request is done (successfully or not). A NULL
+ * request counts as done: cg_hvd_wait returns CG_ERR_INVALID_PARAM for it
+ * and cg_hvd_error says it is NULL. */
 CG_API int cg_hvd_poll(cg_hvd_req_h req);
 /* Blocks until done; the request's status. */
 CG_API cg_status_t cg_hvd_wait(cg_hvd_req_h req);

@@ -12,6 +12,7 @@
  * init/finalize and dlopen/dlclose cycles. Exit 0 when every check held.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +85,7 @@ static void *do_connect(np_drv_t *d, void *h)
 
 /* ---- the receiver (parent) and the sender (child) ---- */
 
-struct bg { np_drv_t *d; void *comm; volatile int stop; int iters; int bad; };
+struct bg { np_drv_t *d; void *comm; atomic_int stop; int iters; int bad; };
 
 /* A second thread, like NCCL's proxy service thread: registers and
  * listens while the first one moves data. */
@@ -92,7 +93,7 @@ static void *bg_thread(void *arg)
 {
     struct bg *b = arg;
     char *buf = malloc(1 << 20);
-    while (!b->stop) {
+    while (!atomic_load(&b->stop)) {
         void *mh = NULL, *l = NULL;
         unsigned char h[H];
         ncclNetProperties_v11_t p;
@@ -186,7 +187,7 @@ static void receiver(np_drv_t *d, int fd)
             OK(wait_req(d, req, &got));
             CHECK(got == 1 << 20);
         }
-        b.stop = 1;
+        atomic_store(&b.stop, 1);
         pthread_join(th, NULL);
         CHECK(b.bad == 0);
         CHECK(b.iters > 0);
