@@ -54,6 +54,10 @@ step context-2-ranks env HOROVOD_GPU_OPERATIONS=$be \
     "$build/transport/collguard-run" -np 2 --timeout 120s \
     -- "$build/integration/gpu/cuda_context_check"
 step gpu-smoke bash integration/gpu/run_gpu_smoke.sh "$build" 5
+# The correctness suite: every dtype x op, roots, ragged allgather,
+# reducescatter, fused steps, a ballast mid-run; NCCL, COLLGUARD (2 and 4
+# ranks), MPI, each plain, with allocation faults, staging pipeline off.
+step gpu-check bash integration/gpu/gpu_check.sh "$build"
 # The same smoke with one cudaMemcpyAsync per tensor (batched copies off).
 step gpu-smoke-unbatched env CG_GPU_BATCH_COPIES=0 \
     bash integration/gpu/run_gpu_smoke.sh "$build" 3
