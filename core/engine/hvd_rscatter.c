@@ -260,20 +260,38 @@ static cg_status_t cg__fused(cg_hvd_core_t *core, size_t i, int group,
 }
 
 /* A CUDA tensor alone: its whole input staged in governed host memory. */
-static cg_status_t cg__alone_cuda(cg_hvd_core_t *core, cg_hvd_entry_t *e)
+/* A CUDA tensor too large to fuse, staged whole on the host. The staging
+ * memory is tried twice (an injected fault passes the second time), then
+ * every rank's verdict is agreed: where one rank has none, every rank
+ * fails this tensor (*soft_p: the comm stays usable, the job goes on). */
+static cg_status_t cg__alone_cuda(cg_hvd_core_t *core, cg_hvd_entry_t *e,
+                                  bool *soft_p)
 {
     size_t bytes = cg__in_bytes(e), el = cg_dtype_size(e->w.dtype), off, len;
-    char why[256];
-    void *stage;
+    char why[256] = "";
+    void *stage = NULL;
+    int64_t bad;
     cg_status_t st;
 
     st = cg_governor_alloc(core->gov, CG_MEM_CAT_STAGING, bytes, &stage);
+    if (st != CG_OK)
+        st = cg_governor_alloc(core->gov, CG_MEM_CAT_STAGING, bytes, &stage);
     if (st != CG_OK) {
         snprintf(why, sizeof(why), "%s", cg_last_error());
-        cg_comm_fail(core->comm); /* the others must not wait for us */
-        return cg_error_set(st, "reducescatter of tensor '%s': no host "
-                            "memory to stage its %zu bytes: %s", e->w.name,
-                            bytes, why);
+        stage = NULL;
+    }
+    bad = st == CG_OK ? 0 : core->rank + 1;
+    st = cg_allreduce(core->comm, &bad, &bad, 1, CG_DTYPE_I64, CG_OP_MAX, 1.0,
+                      1.0);
+    if (st != CG_OK || bad != 0) {
+        cg_governor_free(core->gov, CG_MEM_CAT_STAGING, stage, bytes);
+        if (st != CG_OK)
+            return st;
+        *soft_p = true;
+        return cg_error_set(CG_ERR_NO_MEMORY, "reducescatter of tensor "
+                            "'%s': rank %d has no host memory to stage its "
+                            "%zu bytes%s%s", e->w.name, (int)bad - 1, bytes,
+                            why[0] != '\0' ? ": " : "", why);
     }
     cg_hvd_copy_in(core, e, stage, e->local->input, bytes);
     st = cg__copied(core, e);
@@ -292,7 +310,8 @@ static cg_status_t cg__alone_cuda(cg_hvd_core_t *core, cg_hvd_entry_t *e)
     return st;
 }
 
-static cg_status_t cg__alone(cg_hvd_core_t *core, cg_hvd_entry_t *e)
+static cg_status_t cg__alone(cg_hvd_core_t *core, cg_hvd_entry_t *e,
+                             bool *soft_p)
 {
     size_t el = cg_dtype_size((cg_dtype_t)e->w.dtype), off, len;
 
@@ -303,7 +322,7 @@ static cg_status_t cg__alone(cg_hvd_core_t *core, cg_hvd_entry_t *e)
     if (cg__in_bytes(e) == 0)
         return CG_OK; /* nothing on any rank: every rank agrees */
     if (e->w.device >= 0)
-        return cg__alone_cuda(core, e);
+        return cg__alone_cuda(core, e, soft_p);
     return cg__run(core, e, e->local->input, e->local->output);
 }
 
@@ -329,11 +348,12 @@ cg_status_t cg_hvd_reducescatter_run(cg_hvd_core_t *core, size_t i)
     cg_hvd_entry_t *head = core->ready[i];
     uint64_t tl_t0 = cg_hvd_tl_now(core), t0 = cg_now_ns();
     int group = (int)i + 1;
-    bool fused;
+    bool fused, soft = false;
     size_t n = cg__group(core, i, group, &fused);
     cg_status_t st;
 
-    st = fused ? cg__fused(core, i, group, tl_t0) : cg__alone(core, head);
+    st = fused ? cg__fused(core, i, group, tl_t0)
+               : cg__alone(core, head, &soft);
     core->tstats.reducescatter_calls++;
     core->tstats.reducescatter_tensors += n;
     for (size_t j = i; j < core->ready_len; j++)
@@ -346,5 +366,5 @@ cg_status_t cg_hvd_reducescatter_run(cg_hvd_core_t *core, size_t i)
     cg__complete(core, i, group, st);
     if (fused)
         cg_hvd_tl_fused(core, i, group, CG_HVD_TL_DONE, 0, NULL);
-    return st;
+    return soft ? CG_OK : st; /* a tensor every rank failed: go on */
 }
