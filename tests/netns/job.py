@@ -98,7 +98,8 @@ class Job:
         base.update(env or {})
         for r, h in enumerate(self.hosts):
             e = dict(base, RANK=str(r))
-            self.ranks.append(Rank(r, h, [binary] + list(args), e))
+            self.ranks.append(Rank(r, h, [os.path.abspath(binary)] +
+                                   list(args), e))
 
     def rendezvous_port(self):
         return self.port + 1  # torchrun's store holds MASTER_PORT
