@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 
-EVENT = re.compile(r"^CGNT (\S+) t=(\d+) ?(.*)$")
+EVENT = re.compile(r"^(?:CGNT|PROXY) (\S+) t=(\d+) ?(.*)$")
 
 
 class Rank:
@@ -77,6 +77,28 @@ class Rank:
         t = time.monotonic_ns()
         self.proc.send_signal(signal.SIGKILL)
         return t
+
+
+def start_proxy(host, port, *args):
+    """fault_proxy.py on host, its redirect installed; stop with
+    stop_proxy."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = Rank(-1, host, ["/usr/bin/python3", "-u",
+                        os.path.join(here, "fault_proxy.py"), "--port",
+                        str(port)] + [str(a) for a in args], None)
+    if p.wait_event("listening", 10) is None:
+        raise RuntimeError("proxy on host %d did not start: %s"
+                           % (host.index, p.grep(".")))
+    host.helpers.add(p.proc.pid)
+    host.redirect(port)
+    return p
+
+
+def stop_proxy(p):
+    p.host.unredirect()
+    p.proc.kill()
+    p.proc.wait()
+    p.host.helpers.discard(p.proc.pid)
 
 
 class Job:
