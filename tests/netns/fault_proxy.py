@@ -27,12 +27,15 @@ def say(fmt, *args):
 
 
 def reset(s):
+    """An abortive close. shutdown first: a close alone would wait for the
+    other pump's recv on the same socket to return."""
     try:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                      struct.pack("ii", 1, 0))
-        s.close()
+        s.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+    s.close()
 
 
 class Conn:
