@@ -103,7 +103,7 @@ def stop_proxy(p):
 
 class Job:
     def __init__(self, cluster, binary, args, transport, timeout_s,
-                 nranks=None, env=None, port=29500):
+                 nranks=None, env=None, port=29500, defer=()):
         self.cluster, self.timeout_s = cluster, timeout_s
         self.hosts = cluster.hosts[:nranks or len(cluster.hosts)]
         self.ranks = []
@@ -118,10 +118,15 @@ class Job:
             "CG_RUN_SECRET": "cgnt-%d" % os.getpid(),
             "CG_MEM_PROBE": "host"})
         base.update(env or {})
-        for r, h in enumerate(self.hosts):
-            e = dict(base, RANK=str(r))
-            self.ranks.append(Rank(r, h, [os.path.abspath(binary)] +
-                                   list(args), e))
+        self.argv = [os.path.abspath(binary)] + list(args)
+        self.env = [dict(base, RANK=str(r)) for r in range(len(self.hosts))]
+        self.ranks = [None if r in defer else
+                      Rank(r, h, self.argv, self.env[r])
+                      for r, h in enumerate(self.hosts)]
+
+    def start(self, r):
+        """Starts a rank deferred at construction."""
+        self.ranks[r] = Rank(r, self.hosts[r], self.argv, self.env[r])
 
     def rendezvous_port(self):
         return self.port + 1  # torchrun's store holds MASTER_PORT
