@@ -334,6 +334,12 @@ static cg_status_t cg__rdv_dial(cg_rdv_t *rdv, uint64_t deadline)
             status = cg_hs_run(&hs);
             if (status == CG_OK)
                 break;
+            /* Closed before one byte of rank 0's header: a proxy with no
+             * rank 0 behind it yet, or rank 0 making room (its slots
+             * were full): as a reset, retried. */
+            if (status == CG_ERR_HANDSHAKE && hs.hdr_got == 0 &&
+                hs.state == CG_HS_ST_FAILED)
+                status = CG_ERR_PEER_RESET;
             cg_sock_close(fd);
         }
         snprintf(why, sizeof(why), "%s", cg_last_error());
