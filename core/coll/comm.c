@@ -30,6 +30,8 @@ struct cg_comm {
     uint32_t seq;
     bool broken;
     cg_tp_conn_t **conns; /* [size]; NULL for self and after a failure */
+    cg_tp_req_t *bye_req; /* a goodbye receive still posted (see below) */
+    uint8_t bye_buf[8];   /* ...and its buffer, which must outlive it */
     cg_shm_t *shm;        /* every rank on this host: shared memory */
     int shm_large;        /* see cg_comm_shm_large */
     struct {
@@ -298,6 +300,10 @@ cg_status_t cg_comm_begin(cg_comm_t *comm, uint32_t *tag_base_p)
 #define CG__COMM_BYE_TAG ((uint32_t)CG_COMM_TAG_ABORT)
 #define CG__COMM_BYE_SIZE 8
 #define CG__COMM_BYE_NS (50ull * 1000000ull)
+/* How long a rank that timed out on a live peer listens for its goodbye:
+ * a peer stuck behind a silent rank timed out a little earlier, on the
+ * same CG_TIMEOUT, so its goodbye is already under way. */
+#define CG__COMM_BYE_WAIT_NS (250ull * 1000000ull)
 #define CG__COMM_BYE_BATCH 64
 
 static void cg__comm_put32(uint8_t *p, uint32_t v)
@@ -363,6 +369,11 @@ void cg_comm_fail_blame(cg_comm_t *comm, int culprit, cg_status_t why)
     cg__comm_put32(msg + 4, (uint32_t)why);
     for (int first = 0; first < comm->size; first += CG__COMM_BYE_BATCH)
         cg__comm_bye_close(comm, first, msg, deadline);
+    /* The close canceled a goodbye receive still waiting: reap it. */
+    while (comm->bye_req != NULL &&
+           cg_tp_test(comm->bye_req, NULL) == CG_INPROGRESS)
+        cg_tp_progress(comm->tp);
+    comm->bye_req = NULL;
     cg_error_set(CG_OK, "%s", keep);
 }
 
@@ -375,26 +386,34 @@ bool cg_comm_heard_goodbye(cg_comm_t *comm, int peer, int *culprit_p,
                            cg_status_t *why_p)
 {
     cg_tp_conn_t *conn = comm->conns[peer];
-    uint8_t msg[CG__COMM_BYE_SIZE];
+    uint8_t *msg = comm->bye_buf;
+    uint64_t deadline = cg_now_ns() + CG__COMM_BYE_WAIT_NS;
     cg_tp_req_t *req;
     cg_status_t st;
     size_t got = 0;
     char keep[512];
+    bool live;
 
-    if (conn == NULL)
+    if (conn == NULL || comm->broken || comm->bye_req != NULL)
         return false;
     snprintf(keep, sizeof(keep), "%s", cg_last_error());
     st = cg_tp_conn_ready(conn);
-    /* Only a failed connection: a receive on a live one could stay
-     * posted, and a live peer has not said goodbye. */
-    if (st != CG_OK && st != CG_INPROGRESS)
-        st = cg_tp_irecv(conn, msg, sizeof(msg), CG__COMM_BYE_TAG, &req);
-    else
-        st = CG_ERR_PEER_RESET; /* nothing to read */
-    while (st == CG_OK && (st = cg_tp_test(req, &got)) == CG_INPROGRESS)
+    live = (st == CG_OK);
+    /* A failed connection delivers what arrived before it failed; a live
+     * one (this rank timed out on it) is listened to for a while. */
+    st = (st == CG_INPROGRESS)
+             ? CG_ERR_PEER_RESET
+             : cg_tp_irecv(conn, msg, CG__COMM_BYE_SIZE, CG__COMM_BYE_TAG,
+                           &req);
+    while (st == CG_OK && (st = cg_tp_test(req, &got)) == CG_INPROGRESS) {
+        if (live && cg_now_ns() >= deadline) {
+            comm->bye_req = req; /* cg_comm_fail_blame reaps it */
+            break;
+        }
         cg_tp_progress(comm->tp);
+    }
     cg_error_set(CG_OK, "%s", keep);
-    if (st != CG_OK || got != sizeof(msg))
+    if (st != CG_OK || got != CG__COMM_BYE_SIZE)
         return false;
     *culprit_p = (int)cg__comm_get32(msg);
     *why_p = (cg_status_t)(int32_t)cg__comm_get32(msg + 4);

@@ -82,9 +82,12 @@ cg_status_t cg_comm_begin(cg_comm_t *comm, uint32_t *tag_base_p);
  * cg_comm_fail: this rank itself is the culprit (a local failure). */
 void cg_comm_fail_blame(cg_comm_t *comm, int culprit, cg_status_t why);
 void cg_comm_fail(cg_comm_t *comm);
-/* Whether peer, whose connection failed, said goodbye before it left: the
- * culprit it named and the status it saw. False for a live connection,
- * one without a goodbye, or after cg_comm_fail*. cg_last_error() is kept. */
+/* Whether peer said goodbye: the culprit it named and the status it saw.
+ * A failed connection is read for what arrived before it failed; on a
+ * live one (this rank timed out on it) the goodbye is awaited up to
+ * 250 ms, since a peer stuck behind a silent rank times out a little
+ * earlier. False without a goodbye or after cg_comm_fail*; call
+ * cg_comm_fail_blame next. cg_last_error() is kept. */
 bool cg_comm_heard_goodbye(cg_comm_t *comm, int peer, int *culprit_p,
                            cg_status_t *why_p);
 bool cg_comm_broken(const cg_comm_t *comm);
