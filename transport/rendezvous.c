@@ -96,22 +96,52 @@ static void cg__rdv_settle(cg_rdv_t *rdv, cg_hs_t *hs, cg_status_t status,
     hs->fd = -1;
 }
 
-/* Accepts new connections into free handshake slots. */
+/* The slot a new connection takes: a free one, else the one whose
+ * handshake started first (a real rank sends its header at once, so a
+ * slot held longest is the likeliest stranger that says nothing; without
+ * this, strangers holding every slot kept the job's ranks waiting in the
+ * backlog until their handshake limit, 5 s per 16 of them). */
+static int cg__rdv_slot(cg_rdv_t *rdv, cg_hs_t *slots, cg_sockaddr_t *from,
+                        const uint64_t *born)
+{
+    char str[CG_SOCKADDR_STRLEN];
+    int old = 0;
+
+    for (int i = 0; i < CG__RDV_PENDING; i++) {
+        if (slots[i].fd < 0)
+            return i;
+        if (born[i] < born[old])
+            old = i;
+    }
+    cg_warn(rdv->p.log, "rendezvous %s: dropped connection from %s: no "
+            "handshake after %.1f s while more connections wait",
+            rdv->where, cg_sockaddr_str(&from[old], str, sizeof(str)),
+            (double)(cg_now_ns() - born[old]) / 1e9);
+    cg_sock_close(slots[old].fd);
+    slots[old].fd = -1;
+    return old;
+}
+
+/* Accepts up to one slot's worth of new connections; the newest are
+ * never evicted in the same round, so each gets its progress call. */
 static void cg__rdv_accept(cg_rdv_t *rdv, int lfd, cg_hs_t *slots,
-                           cg_sockaddr_t *from, uint64_t deadline)
+                           cg_sockaddr_t *from, uint64_t *born,
+                           uint64_t deadline)
 {
     cg_hs_hdr_t local = {.kind = CG_HS_KIND_BOOTSTRAP,
                          .cookie = rdv->p.job_id, .rank = 0, .nsocks = 1};
     uint64_t hs_deadline = cg_deadline_ns(CG__RDV_HS_LIMIT_NS);
-    int fd;
+    cg_sockaddr_t peer;
+    int fd, i;
 
     if (hs_deadline > deadline)
         hs_deadline = deadline;
-    for (int i = 0; i < CG__RDV_PENDING; i++) {
-        if (slots[i].fd >= 0)
-            continue;
-        if (cg_sock_accept(lfd, &fd, &from[i]) != CG_OK)
+    for (int n = 0; n < CG__RDV_PENDING; n++) {
+        if (cg_sock_accept(lfd, &fd, &peer) != CG_OK)
             return;
+        i = cg__rdv_slot(rdv, slots, from, born);
+        from[i] = peer;
+        born[i] = cg_now_ns();
         cg_hs_init(&slots[i], CG_HS_ACCEPTOR, fd, &local, NULL, hs_deadline);
     }
 }
@@ -121,6 +151,7 @@ static cg_status_t cg__rdv_gather_peers(cg_rdv_t *rdv, int lfd,
 {
     struct pollfd pfd[CG__RDV_PENDING + 1];
     cg_sockaddr_t from[CG__RDV_PENDING];
+    uint64_t born[CG__RDV_PENDING] = {0};
     int arrived = 0;
 
     for (int i = 0; i < CG__RDV_PENDING; i++)
@@ -131,12 +162,9 @@ static cg_status_t cg__rdv_gather_peers(cg_rdv_t *rdv, int lfd,
 
         if (now >= deadline)
             return cg__rdv_missing(rdv, arrived);
-        /* The listener is watched only while a handshake slot is free. */
-        pfd[0] = (struct pollfd){.fd = -1, .events = POLLIN};
+        pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
         for (int i = 0; i < CG__RDV_PENDING; i++) {
-            if (slots[i].fd < 0)
-                pfd[0].fd = lfd;
-            else
+            if (slots[i].fd >= 0)
                 pfd[n++] = (struct pollfd){.fd = slots[i].fd,
                                            .events = cg_hs_poll_events(
                                                &slots[i])};
@@ -144,7 +172,7 @@ static cg_status_t cg__rdv_gather_peers(cg_rdv_t *rdv, int lfd,
         uint64_t ms = (deadline - now) / 1000000ull + 1;
         poll(pfd, (nfds_t)n, ms > 100 ? 100 : (int)ms);
         if (pfd[0].revents & POLLIN)
-            cg__rdv_accept(rdv, lfd, slots, from, deadline);
+            cg__rdv_accept(rdv, lfd, slots, from, born, deadline);
         for (int i = 0; i < CG__RDV_PENDING; i++) {
             cg_status_t st;
             if (slots[i].fd < 0)
@@ -306,6 +334,12 @@ static cg_status_t cg__rdv_dial(cg_rdv_t *rdv, uint64_t deadline)
             status = cg_hs_run(&hs);
             if (status == CG_OK)
                 break;
+            /* Closed before one byte of rank 0's header: a proxy with no
+             * rank 0 behind it yet, or rank 0 making room (its slots
+             * were full): as a reset, retried. */
+            if (status == CG_ERR_HANDSHAKE && hs.hdr_got == 0 &&
+                hs.state == CG_HS_ST_FAILED)
+                status = CG_ERR_PEER_RESET;
             cg_sock_close(fd);
         }
         snprintf(why, sizeof(why), "%s", cg_last_error());

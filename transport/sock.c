@@ -231,6 +231,11 @@ cg_status_t cg_sock_connect_check(int fd)
         return cg_error_set(CG_ERR_TIMEOUT, "connect on fd %d: %m", fd);
     if (err == ECONNREFUSED || err == ENETUNREACH || err == EHOSTUNREACH)
         return cg_error_set(CG_ERR_UNREACHABLE, "connect on fd %d: %m", fd);
+    /* A proxy or load balancer in between accepts, then closes or resets
+     * (EPIPE, ECONNRESET) when the server behind it is not listening yet:
+     * the peer's failure, which a dialer may retry, not a local I/O error. */
+    if (err == ECONNRESET || err == ECONNABORTED || err == EPIPE)
+        return cg_error_set(CG_ERR_PEER_RESET, "connect on fd %d: %m", fd);
     return cg_error_set(CG_ERR_IO, "connect on fd %d: %m", fd);
 }
 

@@ -18,8 +18,13 @@
 
 #include "core/base/error.h"
 
-/* Longest a close waits for its endpoint flush before parking it. */
+/* Longest a discard waits for its endpoint close. */
 #define CG_UCX_CLOSE_NS 2000000000ull
+/* Longest cg_tp_conn_close waits for its endpoint flush before parking it
+ * (sweeps and destroy finish it): a live peer answers in far less, and a
+ * failing group closes every connection, so waiting longer for silent
+ * peers would add this much per unreachable peer to the error's delay. */
+#define CG_UCX_CLOSE_WAIT_NS 200000000ull
 /* Progress rounds that drain data already received from a dead peer. */
 #define CG_UCX_DRAIN_ROUNDS 1000
 
@@ -438,7 +443,7 @@ void cg__ucx_conn_close(cg_tp_conn_t *super)
     if (conn->ep != NULL)
         cg__ucx_ep_close(conn, live_sends ||
                                    conn->state != CG_UCX_CONN_READY);
-    deadline = cg_now_ns() + CG_UCX_CLOSE_NS;
+    deadline = cg_now_ns() + CG_UCX_CLOSE_WAIT_NS;
     while (!cg__ucx_close_done(conn) && cg_now_ns() < deadline)
         ucp_worker_progress(tp->worker);
     cg_list_del(&conn->link);
@@ -448,7 +453,7 @@ void cg__ucx_conn_close(cg_tp_conn_t *super)
     }
     cg_warn(tp->log, "ucx: endpoint to rank %d did not close within %.1f s; "
             "finishing in the background", conn->super.peer_rank,
-            CG_UCX_CLOSE_NS / 1e9);
+            CG_UCX_CLOSE_WAIT_NS / 1e9);
     cg__ucx_close_ctrl(tp, conn);
     if (conn->state == CG_UCX_CONN_HANDSHAKE)
         tp->nhs--;

@@ -51,6 +51,7 @@ typedef struct cg__coll_op {
     uint32_t tag_base;
     uint64_t last_ns;  /* last time a transfer finished */
     int idle_spins;
+    int fail_peer;     /* peer of the first failed transfer, or -1 */
     cg__xfer_t x[CG_COLL_XFER_MAX];
 } cg__coll_op_t;
 

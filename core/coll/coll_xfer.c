@@ -25,6 +25,7 @@ cg_status_t cg__coll_op_begin(cg__coll_op_t *op, cg_comm_t *comm,
     op->comm = comm;
     op->name = name;
     op->last_ns = cg_now_ns();
+    op->fail_peer = -1;
     return cg_comm_begin(comm, &op->tag_base);
 }
 
@@ -36,6 +37,8 @@ static cg_status_t cg__xfer_error(cg__coll_op_t *op, const cg__xfer_t *x,
     snprintf(cause, sizeof(cause), "%s", cg_last_error()[0]
                                              ? cg_last_error()
                                              : cg_status_string(st));
+    if (op->fail_peer < 0)
+        op->fail_peer = x->peer;
     return cg_error_set(st, "%s: %s of %zu bytes %s rank %d failed on rank "
                         "%d: %s", op->name, x->send ? "send" : "receive",
                         x->len, x->send ? "to" : "from", x->peer,
@@ -139,11 +142,31 @@ cg_status_t cg__coll_sendrecv(cg__coll_op_t *op, int speer, const void *sbuf,
 
 cg_status_t cg__coll_abort(cg__coll_op_t *op, cg_status_t st)
 {
-    char msg[512];
+    int culprit = op->fail_peer, named;
+    cg_status_t why = st, said;
+    char msg[640];
+    int len;
 
-    snprintf(msg, sizeof(msg), "%s", cg_last_error());
+    len = snprintf(msg, sizeof(msg), "%s", cg_last_error());
+    /* A peer that gave up before us names the rank that really failed. */
+    if (culprit >= 0 &&
+        cg_comm_heard_goodbye(op->comm, culprit, &named, &said) &&
+        len >= 0 && (size_t)len < sizeof(msg)) {
+        if (named == culprit)
+            snprintf(msg + len, sizeof(msg) - (size_t)len,
+                     " (rank %d gave up on the group: it failed itself)",
+                     culprit);
+        else
+            snprintf(msg + len, sizeof(msg) - (size_t)len,
+                     " (rank %d gave up on the group after rank %d failed: "
+                     "%s)", culprit, named, cg_status_name(said));
+        culprit = named;
+        why = said;
+    }
+    if (culprit < 0)
+        culprit = cg_comm_rank(op->comm);
     cg_error(cg_comm_log(op->comm), "%s", msg);
-    cg_comm_fail(op->comm);
+    cg_comm_fail_blame(op->comm, culprit, why);
     for (int i = 0; i < CG_COLL_XFER_MAX; i++) {
         cg__xfer_t *x = &op->x[i];
         if (x->req != NULL)

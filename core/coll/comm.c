@@ -3,13 +3,15 @@
  * Communicator setup and teardown: listen, all-gather the listen handles
  * through the bootstrap, connect to every peer (lower rank dials), check
  * that the ranks agree on the algorithm knob, and keep the group's failure
- * state, and the scratch buffers kept between collectives. Layer: core/coll;
+ * state (with the goodbye that tells the peers which rank broke it), and
+ * the scratch buffers kept between collectives. Layer: core/coll;
  * calls transport/ (transport.h, bootstrap.h) and the governor (CONTROL
  * memory; RING for scratch).
  */
 #include "core/coll/comm.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/base/clock.h"
@@ -28,6 +30,8 @@ struct cg_comm {
     uint32_t seq;
     bool broken;
     cg_tp_conn_t **conns; /* [size]; NULL for self and after a failure */
+    cg_tp_req_t *bye_req; /* a goodbye receive still posted (see below) */
+    uint8_t bye_buf[8];   /* ...and its buffer, which must outlive it */
     cg_shm_t *shm;        /* every rank on this host: shared memory */
     int shm_large;        /* see cg_comm_shm_large */
     struct {
@@ -289,11 +293,131 @@ cg_status_t cg_comm_begin(cg_comm_t *comm, uint32_t *tag_base_p)
     return CG_OK;
 }
 
-void cg_comm_fail(cg_comm_t *comm)
+/* The goodbye: sequence 0 with a kind no collective uses, so it never
+ * matches a collective's receive; 8 bytes, the culprit and the status seen
+ * (little-endian). A peer's socket may be full of our collective's bytes:
+ * waiting for it to leave is bounded. */
+#define CG__COMM_BYE_TAG ((uint32_t)CG_COMM_TAG_ABORT)
+#define CG__COMM_BYE_SIZE 8
+#define CG__COMM_BYE_NS (50ull * 1000000ull)
+/* How long a rank that timed out on a live peer listens for its goodbye:
+ * a peer stuck behind a silent rank timed out a little earlier, on the
+ * same CG_TIMEOUT, so its goodbye is already under way. */
+#define CG__COMM_BYE_WAIT_NS (250ull * 1000000ull)
+#define CG__COMM_BYE_BATCH 64
+
+static void cg__comm_put32(uint8_t *p, uint32_t v)
 {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t cg__comm_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+/* Peers [first, first + BATCH): the goodbye to each live one, a bounded
+ * wait for it to leave, then the close (which cancels what did not). */
+static void cg__comm_bye_close(cg_comm_t *comm, int first, const uint8_t *msg,
+                               uint64_t deadline)
+{
+    int end = first + CG__COMM_BYE_BATCH < comm->size
+                  ? first + CG__COMM_BYE_BATCH : comm->size;
+    cg_tp_req_t *reqs[CG__COMM_BYE_BATCH];
+    int n = 0;
+
+    for (int p = first; p < end; p++) {
+        cg_tp_conn_t *conn = comm->conns[p];
+        if (conn != NULL && cg_tp_conn_ready(conn) == CG_OK &&
+            cg_tp_isend(conn, msg, CG__COMM_BYE_SIZE, CG__COMM_BYE_TAG,
+                        &reqs[n]) == CG_OK)
+            n++;
+    }
+    for (int i = 0; i < n; i++) {
+        while (reqs[i] != NULL && cg_now_ns() < deadline) {
+            if (cg_tp_test(reqs[i], NULL) != CG_INPROGRESS)
+                reqs[i] = NULL;
+            else
+                cg_tp_progress(comm->tp);
+        }
+    }
+    for (int p = first; p < end; p++) {
+        if (comm->conns[p] != NULL)
+            cg_tp_conn_close(comm->conns[p]);
+        comm->conns[p] = NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        while (reqs[i] != NULL && cg_tp_test(reqs[i], NULL) == CG_INPROGRESS)
+            cg_tp_progress(comm->tp);
+    }
+}
+
+void cg_comm_fail_blame(cg_comm_t *comm, int culprit, cg_status_t why)
+{
+    uint8_t msg[CG__COMM_BYE_SIZE];
+    uint64_t deadline = cg_now_ns() + CG__COMM_BYE_NS;
+    char keep[512];
+
+    if (comm->broken)
+        return;
     comm->broken = true;
     cg_shm_abort(comm->shm);
-    cg__comm_close_all(comm);
+    snprintf(keep, sizeof(keep), "%s", cg_last_error());
+    cg__comm_put32(msg, (uint32_t)culprit);
+    cg__comm_put32(msg + 4, (uint32_t)why);
+    for (int first = 0; first < comm->size; first += CG__COMM_BYE_BATCH)
+        cg__comm_bye_close(comm, first, msg, deadline);
+    /* The close canceled a goodbye receive still waiting: reap it. */
+    while (comm->bye_req != NULL &&
+           cg_tp_test(comm->bye_req, NULL) == CG_INPROGRESS)
+        cg_tp_progress(comm->tp);
+    comm->bye_req = NULL;
+    cg_error_set(CG_OK, "%s", keep);
+}
+
+void cg_comm_fail(cg_comm_t *comm)
+{
+    cg_comm_fail_blame(comm, comm->rank, CG_OK);
+}
+
+bool cg_comm_heard_goodbye(cg_comm_t *comm, int peer, int *culprit_p,
+                           cg_status_t *why_p)
+{
+    cg_tp_conn_t *conn = comm->conns[peer];
+    uint8_t *msg = comm->bye_buf;
+    uint64_t deadline = cg_now_ns() + CG__COMM_BYE_WAIT_NS;
+    cg_tp_req_t *req;
+    cg_status_t st;
+    size_t got = 0;
+    char keep[512];
+    bool live;
+
+    if (conn == NULL || comm->broken || comm->bye_req != NULL)
+        return false;
+    snprintf(keep, sizeof(keep), "%s", cg_last_error());
+    st = cg_tp_conn_ready(conn);
+    live = (st == CG_OK);
+    /* A failed connection delivers what arrived before it failed; a live
+     * one (this rank timed out on it) is listened to for a while. */
+    st = (st == CG_INPROGRESS)
+             ? CG_ERR_PEER_RESET
+             : cg_tp_irecv(conn, msg, CG__COMM_BYE_SIZE, CG__COMM_BYE_TAG,
+                           &req);
+    while (st == CG_OK && (st = cg_tp_test(req, &got)) == CG_INPROGRESS) {
+        if (live && cg_now_ns() >= deadline) {
+            comm->bye_req = req; /* cg_comm_fail_blame reaps it */
+            break;
+        }
+        cg_tp_progress(comm->tp);
+    }
+    cg_error_set(CG_OK, "%s", keep);
+    if (st != CG_OK || got != CG__COMM_BYE_SIZE)
+        return false;
+    *culprit_p = (int)cg__comm_get32(msg);
+    *why_p = (cg_status_t)(int32_t)cg__comm_get32(msg + 4);
+    return *culprit_p >= 0 && *culprit_p < comm->size;
 }
 
 bool cg_comm_broken(const cg_comm_t *comm) { return comm->broken; }

@@ -37,7 +37,8 @@ typedef enum {
     CG_COMM_TAG_GATHER = 3, /* ring all-gather */
     CG_COMM_TAG_RD = 4,     /* recursive doubling and its fold */
     CG_COMM_TAG_BCAST = 5,  /* broadcast chain and tree */
-    CG_COMM_TAG_ALLTOALL = 6 /* pairwise exchange (coll_alltoall.c) */
+    CG_COMM_TAG_ALLTOALL = 6, /* pairwise exchange (coll_alltoall.c) */
+    CG_COMM_TAG_ABORT = 7     /* the goodbye of cg_comm_fail_blame */
 } cg_comm_tag_kind_t;
 
 /* Collective over the bootstrap: every rank listens, handles are
@@ -75,8 +76,21 @@ void cg_comm_set_shm_large(cg_comm_t *comm, int v);
 cg_status_t cg_comm_begin(cg_comm_t *comm, uint32_t *tag_base_p);
 /* Marks the group broken after a failed operation and closes every
  * connection (and marks this rank aborted in shared memory), so ranks
- * still waiting on this one fail at once too. */
+ * still waiting on this one fail at once too. Before closing a live
+ * connection it sends the peer a goodbye naming culprit, the rank whose
+ * failure (status why) broke the group, and waits at most 50 ms for it to
+ * leave. Only the first call acts; cg_last_error() is kept.
+ * cg_comm_fail: this rank itself is the culprit (a local failure). */
+void cg_comm_fail_blame(cg_comm_t *comm, int culprit, cg_status_t why);
 void cg_comm_fail(cg_comm_t *comm);
+/* Whether peer said goodbye: the culprit it named and the status it saw.
+ * A failed connection is read for what arrived before it failed; on a
+ * live one (this rank timed out on it) the goodbye is awaited up to
+ * 250 ms, since a peer stuck behind a silent rank times out a little
+ * earlier. False without a goodbye or after cg_comm_fail*; call
+ * cg_comm_fail_blame next. cg_last_error() is kept. */
+bool cg_comm_heard_goodbye(cg_comm_t *comm, int peer, int *culprit_p,
+                           cg_status_t *why_p);
 bool cg_comm_broken(const cg_comm_t *comm);
 
 /* Scratch buffers a communicator keeps from one collective to the next
