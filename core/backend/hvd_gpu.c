@@ -38,7 +38,7 @@ cg_status_t cg_hvd_gpu_create(cg_governor_t *gov, const cg_log_t *log,
                                      : CG_HVD_GPU_ALIGN;
     gpu->fusion_min = cfg->fusion_min;
     gpu->batching = cfg->gpu_batch_copies;
-    gpu->pipelining = cfg->gpu_stage_pipeline;
+    atomic_init(&gpu->pipelining, cfg->gpu_stage_pipeline);
     atomic_init(&gpu->device, -1);
     atomic_init(&gpu->ndev, -1);
     *gpu_p = gpu;
@@ -55,6 +55,11 @@ void cg_hvd_gpu_batch_stats(const cg_hvd_gpu_t *gpu, uint64_t *launches,
 uint64_t cg_hvd_gpu_pipelined(const cg_hvd_gpu_t *gpu)
 {
     return gpu->pipelined;
+}
+
+void cg_hvd_gpu_set_pipelining(cg_hvd_gpu_t *gpu, bool on)
+{
+    atomic_store(&gpu->pipelining, on);
 }
 
 bool cg_hvd_gpu_active(const cg_hvd_gpu_t *gpu)
@@ -299,7 +304,7 @@ bool cg__hvd_gpu_stage2_ensure(cg_hvd_gpu_t *gpu)
     size_t got;
     void *p;
 
-    if (gpu->stage2 != NULL || !gpu->pipelining || gpu->stage == NULL)
+    if (gpu->stage2 != NULL || !atomic_load(&gpu->pipelining) || gpu->stage == NULL)
         return gpu->stage2 != NULL;
     if (gpu->pipe_state < 0) /* tried once and failed: not again */
         return false;

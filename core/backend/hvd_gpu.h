@@ -43,6 +43,9 @@ void cg_hvd_gpu_batch_stats(const cg_hvd_gpu_t *gpu, uint64_t *launches,
                             uint64_t *copies);
 /* Staged collectives that ran through the two-slot pipeline. */
 uint64_t cg_hvd_gpu_pipelined(const cg_hvd_gpu_t *gpu);
+/* Turns the pipeline on or off from now on (stage_bench alternates the
+ * two in one run); CG_GPU_STAGE_PIPELINE sets it at creation. */
+void cg_hvd_gpu_set_pipelining(cg_hvd_gpu_t *gpu, bool on);
 
 /* True once a CUDA tensor was enqueued on this rank. */
 bool cg_hvd_gpu_active(const cg_hvd_gpu_t *gpu);

@@ -49,7 +49,7 @@ struct cg_hvd_gpu {
     /* The staging pipeline (hvd_gpu_pipe.c): a second slot, a stream for
      * host-to-device copies beside `stream` (device-to-host), and per
      * slot the events of its last copy in and out. */
-    bool pipelining;      /* CG_GPU_STAGE_PIPELINE */
+    atomic_bool pipelining; /* CG_GPU_STAGE_PIPELINE (a benchmark may flip it) */
     int pipe_state;       /* 0 not tried, 1 ready, -1 unavailable */
     void *stage2;         /* slot 1, stage_len bytes (STAGING) */
     void *stream_out;

@@ -62,7 +62,7 @@ static bool cg__setup(cg_hvd_gpu_t *gpu)
 
 bool cg__gpu_pipe_ready(cg_hvd_gpu_t *gpu)
 {
-    if (!gpu->pipelining || gpu->stage == NULL || gpu->stage2 == NULL)
+    if (!atomic_load(&gpu->pipelining) || gpu->stage == NULL || gpu->stage2 == NULL)
         return false;
     if (gpu->pipe_state == 0) {
         gpu->pipe_state = cg__setup(gpu) ? 1 : -1;

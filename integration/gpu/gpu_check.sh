@@ -10,7 +10,8 @@
 # must print the same digest of every output. Prints each run's table,
 # then one summary row per run.
 # Exit 0: every run right; 77: no CUDA device; else the failures' count.
-# usage: gpu_check.sh BUILD_DIR
+# usage: gpu_check.sh BUILD_DIR   (GPU_CHECK_CONFIGS="NCCL/1 COLLGUARD/2"
+#        runs only those)
 set -u
 build=${1:?usage: $0 BUILD_DIR}
 check=$build/integration/gpu/gpu_check
@@ -79,21 +80,28 @@ variants() {
     run "$@" pipeline-off CG_GPU_STAGE_PIPELINE=0
 }
 
-case $built in
-*"NCCL yes"*) variants NCCL 1 direct ;;
-*) echo "== NCCL: not built, skipped" ;;
-esac
-variants COLLGUARD 2 cgrun
-variants COLLGUARD 4 cgrun
-case $built in
-*"MPI yes"*)
-    if command -v mpirun >/dev/null; then
-        variants MPI 2 mpirun
-    else
-        echo "== MPI: no mpirun, skipped"
-    fi ;;
-*) echo "== MPI: not built, skipped" ;;
-esac
+# GPU_CHECK_CONFIGS narrows the runs (backend/ranks words).
+configs=" ${GPU_CHECK_CONFIGS:-NCCL/1 COLLGUARD/2 COLLGUARD/4 MPI/2} "
+want() { [[ $configs == *" $1 "* ]]; }
+if want NCCL/1; then
+    case $built in
+    *"NCCL yes"*) variants NCCL 1 direct ;;
+    *) echo "== NCCL: not built, skipped" ;;
+    esac
+fi
+want COLLGUARD/2 && variants COLLGUARD 2 cgrun
+want COLLGUARD/4 && variants COLLGUARD 4 cgrun
+if want MPI/2; then
+    case $built in
+    *"MPI yes"*)
+        if command -v mpirun >/dev/null; then
+            variants MPI 2 mpirun
+        else
+            echo "== MPI: no mpirun, skipped"
+        fi ;;
+    *) echo "== MPI: not built, skipped" ;;
+    esac
+fi
 echo "== summary"
 printf '%-10s %3s  %-14s %-15s %s\n' backend np variant run cases
 printf '%s' "$summary"

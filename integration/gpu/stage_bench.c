@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * How much of a host-staged CUDA AllReduce (HOROVOD_GPU_OPERATIONS=
- * COLLGUARD or MPI) the staging pipeline hides. For each size, in one run:
- * the staged AllReduce of one CUDA float32 tensor through the shim; the
- * same AllReduce of a host tensor (the collective alone); and the copies
- * alone (device to pinned host and back, chunk by chunk, each waited for,
- * as the unpipelined path makes them). Prints median milliseconds of
- * each, what running them one after the other would cost, and the overlap:
- * (collective + copies - staged) / min(collective, copies), 1 when the
- * smaller is hidden entirely, 0 when nothing is. CG_GPU_STAGE_PIPELINE=0
- * gives the unpipelined figure for comparison. Results are checked.
+ * COLLGUARD or MPI) the staging pipeline hides. For each size, alternating
+ * in one run: the staged AllReduce of one CUDA float32 tensor through the
+ * shim with the two-slot pipeline and without it (one chunk at a time);
+ * the same AllReduce of a host tensor; and the copies alone (device to
+ * pinned host and back, chunk by chunk, each waited for, as the
+ * unpipelined path makes them). Prints the median milliseconds of each,
+ * the speed-up of the pipeline, and what it hid (unpipelined - pipelined)
+ * against the copies' time. Every result is checked.
  *   stage_bench [-i iterations] [MiB ...]   (under collguard-run -np N)
  * Exit 0: results right; 1: wrong; 77: no CUDA device.
  */
@@ -137,17 +136,16 @@ int main(int argc, char **argv)
     size = cg_hvd_core_size(core);
     if (rank == 0)
         printf("staged CUDA AllReduce, %d ranks, backend %s, pipeline %s, "
-               "chunk %llu bytes, median of %d\n%8s %10s %12s %10s %12s "
-               "%8s %10s\n",
+               "chunk %llu bytes, median of %d\n%6s %12s %13s %8s %10s "
+               "%13s %9s %12s\n",
                size, getenv("HOROVOD_GPU_OPERATIONS") ? getenv(
-                   "HOROVOD_GPU_OPERATIONS") : "AUTO",
-               ctx->cfg.gpu_stage_pipeline ? "on" : "off",
+                   "HOROVOD_GPU_OPERATIONS") : "AUTO", "on and off",
                (unsigned long long)ctx->cfg.chunk_size, iters, "MiB",
-               "staged_ms", "collective_ms", "copies_ms", "serial_sum_ms",
-               "overlap", "GB/s");
+               "pipelined_ms", "one_chunk_ms", "speedup", "copies_ms",
+               "collective_ms", "hidden_ms", "hidden/copy");
     for (int s = 0; s < nsizes && !wrong; s++) {
         size_t n = mib[s] << 18, bytes = n * sizeof(float);
-        double ts[MAXI], tc[MAXI], tk[MAXI];
+        double ts[MAXI], to[MAXI], tc[MAXI], tk[MAXI];
         float *host = malloc(bytes), *dev = NULL;
         void *pinned = NULL;
         char name[64];
@@ -159,7 +157,9 @@ int main(int argc, char **argv)
             wrong = 1;
             break;
         }
-        for (int i = 0; i < iters + 1 && !wrong; i++) {
+        for (int i = 0; i < 2 * (iters + 1) && !wrong; i++) {
+            int on = i % 2 == 0, it = i / 2;
+            double a, b = 0, c = 0;
             /* rank + 1 everywhere: the sum is size*(size+1)/2. */
             for (size_t k = 0; k < n; k++)
                 host[k] = (float)(rank + 1);
@@ -168,19 +168,24 @@ int main(int argc, char **argv)
                 wrong = 1;
                 break;
             }
+            cg_hvd_gpu_set_pipelining(core->gpu, on);
             snprintf(name, sizeof(name), "staged.%d.%d", s, i);
-            double a = allreduce(core, dev, n, device, name);
-            snprintf(name, sizeof(name), "host.%d.%d", s, i);
-            double b = allreduce(core, host, n, -1, name);
-            double c = copies(dev, pinned, bytes, ctx->cfg.chunk_size);
+            a = allreduce(core, dev, n, device, name);
+            if (on) {
+                snprintf(name, sizeof(name), "host.%d.%d", s, i);
+                b = allreduce(core, host, n, -1, name);
+                c = copies(dev, pinned, bytes, ctx->cfg.chunk_size);
+            }
             if (a < 0 || b < 0 || c < 0) {
                 wrong = 1;
                 break;
             }
-            if (i > 0) { /* the first is a warm-up */
-                ts[i - 1] = a;
-                tc[i - 1] = b;
-                tk[i - 1] = c;
+            if (it > 0 && on) { /* the first round is a warm-up */
+                ts[it - 1] = a;
+                tc[it - 1] = b;
+                tk[it - 1] = c;
+            } else if (it > 0) {
+                to[it - 1] = a;
             }
             /* Check the staged result (the copies wrote it back). */
             if (!cuda_ok(cudaMemcpy(host, dev, bytes,
@@ -189,18 +194,18 @@ int main(int argc, char **argv)
             for (size_t k = 0; k < n && !wrong; k++)
                 if (host[k] != (float)(size * (size + 1) / 2)) {
                     fprintf(stderr, "stage_bench: rank %d: %zu MiB element "
-                            "%zu is %g, not %d\n", rank, mib[s], k,
-                            (double)host[k], size * (size + 1) / 2);
+                            "%zu is %g, not %d (pipeline %s)\n", rank,
+                            mib[s], k, (double)host[k],
+                            size * (size + 1) / 2, on ? "on" : "off");
                     wrong = 1;
                 }
         }
         if (!wrong && rank == 0) {
-            double a = median(ts, iters), b = median(tc, iters),
-                   c = median(tk, iters);
-            double lo = b < c ? b : c;
-            printf("%8zu %10.2f %12.2f %10.2f %12.2f %8.2f %10.2f\n",
-                   mib[s], a, b, c, b + c, lo > 0 ? (b + c - a) / lo : 0,
-                   bytes / a / 1e6);
+            double a = median(ts, iters), o = median(to, iters),
+                   b = median(tc, iters), c = median(tk, iters);
+            printf("%6zu %12.2f %13.2f %7.2fx %10.2f %13.2f %9.2f %12.2f\n",
+                   mib[s], a, o, o / a, c, b, o - a,
+                   c > 0 ? (o - a) / c : 0);
         }
         cudaFree(dev);
         cudaFreeHost(pinned);

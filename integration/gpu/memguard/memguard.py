@@ -261,6 +261,18 @@ def run(args, out):
     free2 = free_bytes(dev)
     out["model_bytes"] = None if free2 is None else free1 - free2
 
+    if args.mode == "collguard" and args.free is not None:
+        # The same process unconstrained first: the slowdown is measured
+        # against it (step times move between processes with how the
+        # steps fall on the 1 ms cycle, more than with the buffer sizes).
+        base = []
+        for k in range(args.steps):
+            t0 = time.perf_counter()
+            stepper.step(grads, k)
+            sync(dev)
+            base.append(time.perf_counter() - t0)
+        out["base_step_ms_median"] = statistics.median(base[1:]) * 1e3
+
     ballast = Ballast(dev)
     if args.free is not None and dev.type == "cuda":
         # Like activations, the ballast takes what collguard gives back
@@ -274,6 +286,11 @@ def run(args, out):
             if free_bytes(dev) <= args.free + 4 * MiB:
                 break
     out["free_after_ballast"] = free_bytes(dev)
+    if args.mode == "grow":
+        # Let the initial ballast's jump leave the early warning's window,
+        # so a warning during the ramp is the ramp's.
+        time.sleep(args.grow_settle)
+        hvd.memory_pressure()
     if hvd is not None:
         hvd.reset_memory_peaks()
         out["collguard_held_at_start"] = device_held(hvd)
@@ -331,6 +348,8 @@ def main():
     ap.add_argument("--grow-step", type=int, default=128 * MiB)
     ap.add_argument("--grow-floor", type=int, default=64 * MiB)
     ap.add_argument("--grow-pause", type=float, default=0.15)
+    ap.add_argument("--grow-settle", type=float, default=6.0,
+                    help="seconds between the initial ballast and the ramp")
     args = ap.parse_args()
     if args.mode == "grow":
         args.steps = max(args.steps, 1000)
