@@ -199,7 +199,7 @@ static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
                                  double postscale, cg_backend_mem_t mem)
 {
     cg__nccl_t *nb = (cg__nccl_t *)be;
-    bool fold = cg_backend_nccl_scales(dt, op);
+    bool fold = cg_backend_nccl_scales(dt, op, nb->size);
     double f = prescale * postscale / (op == CG_OP_AVG ? nb->size : 1);
     ncclRedOp_t nop = (ncclRedOp_t)op; /* the same numbering */
     bool custom = false;
@@ -218,8 +218,11 @@ static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
     st = cg__comm(nb);
     if (st != CG_OK || count == 0)
         return st;
-    if (fold && f == 1.0) {
-        nop = ncclSum; /* sum, or average with prescale*postscale == size */
+    if ((fold && f == 1.0) || (nb->size == 1 && op == CG_OP_AVG)) {
+        /* sum, or average with prescale*postscale == size, or the average
+         * of one rank (ncclAvg is a pre-multiply-sum: see
+         * cg_backend_nccl_scales) */
+        nop = ncclSum;
     } else if (fold && !(op == CG_OP_AVG && prescale == 1.0 &&
                          postscale == 1.0)) {
         cg__scalar(dt, f, scalar);

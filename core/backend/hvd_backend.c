@@ -24,7 +24,7 @@ cg_backend_kind_t cg_backend_resolve(cg_backend_kind_t kind)
     return CG__NCCL_BUILT ? CG_BACKEND_NCCL : CG_BACKEND_COLLGUARD;
 }
 
-cg_status_t cg_backend_create(cg_backend_kind_t kind,
+static cg_status_t cg__create(cg_backend_kind_t kind,
                               const cg_backend_params_t *params,
                               cg_backend_t **be_p)
 {
@@ -56,6 +56,17 @@ cg_status_t cg_backend_create(cg_backend_kind_t kind,
     }
     return cg_error_set(CG_ERR_INVALID_PARAM, "%s: unknown backend kind %d",
                         var, (int)kind);
+}
+
+cg_status_t cg_backend_create(cg_backend_kind_t kind,
+                              const cg_backend_params_t *params,
+                              cg_backend_t **be_p)
+{
+    cg_status_t st = cg__create(kind, params, be_p);
+
+    if (st == CG_OK)
+        (*be_p)->size = params->size;
+    return st;
 }
 
 void cg_backend_destroy(cg_backend_t *be)

@@ -84,6 +84,7 @@ typedef struct cg_backend_ops {
 struct cg_backend {
     const cg_backend_ops_t *ops;
     cg_backend_kind_t kind;
+    int size; /* ranks of its communicator (set by cg_backend_create) */
     /* Set by the backend when a failed call leaves it unusable (a broken
      * communicator, an MPI error): the core then fails every pending
      * request, as for a broken comm. */

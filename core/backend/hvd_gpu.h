@@ -104,6 +104,6 @@ int cg_hvd_gpu_device(const cg_hvd_gpu_t *gpu);
 /* True when the NCCL backend applies prescale/postscale of (dt, op)
  * itself (floats with sum or average, folded into one NCCL op); for the
  * other pairs cg_hvd_gpu_allreduce scales on the host around it. */
-bool cg_backend_nccl_scales(cg_dtype_t dt, cg_redop_t op);
+bool cg_backend_nccl_scales(cg_dtype_t dt, cg_redop_t op, int nranks);
 
 #endif

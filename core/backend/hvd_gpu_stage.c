@@ -167,11 +167,15 @@ static cg_status_t cg__staged(cg_hvd_gpu_t *gpu, const char *src, char *dst,
     return cg__staged_serial(gpu, src, dst, count, dsize, fn, arg);
 }
 
-bool cg_backend_nccl_scales(cg_dtype_t dt, cg_redop_t op)
+/* Not on one rank: NCCL 2.28's one-rank path leaves the last elements of
+ * a pre-multiply-sum unscaled or unwritten (seen on an H200 with NCCL
+ * 2.28.3: 9 MiB + 3 elements of f16, f32 and f64, and 4099 of f64, by
+ * integration/gpu/gpu_check), so one rank scales on the host. */
+bool cg_backend_nccl_scales(cg_dtype_t dt, cg_redop_t op, int nranks)
 {
     bool fl = dt == CG_DTYPE_F16 || dt == CG_DTYPE_BF16 ||
               dt == CG_DTYPE_F32 || dt == CG_DTYPE_F64;
-    return fl && (op == CG_OP_SUM || op == CG_OP_AVG);
+    return fl && (op == CG_OP_SUM || op == CG_OP_AVG) && nranks > 1;
 }
 
 /* NCCL on the CUDA buffers (its own stream: the copies are waited for
@@ -189,7 +193,7 @@ static cg_status_t cg__nccl_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
         st = cg_hvd_gpu_sync(gpu);
     if (st != CG_OK)
         return st;
-    if (cg_backend_nccl_scales(dt, op))
+    if (cg_backend_nccl_scales(dt, op, be->size))
         return be->ops->allreduce(be, send, recv, count, dt, op, prescale,
                                   postscale, CG_BACKEND_MEM_CUDA);
     if (prescale != 1.0 && send != recv)

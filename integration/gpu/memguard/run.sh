@@ -8,7 +8,8 @@
 # OUTDIR/results.jsonl, OUTDIR/table.md, OUTDIR/memguard.png and each
 # case's log under OUTDIR/logs/. Exit 0: every target met; 77: no GPU.
 # usage: integration/gpu/memguard/run.sh OUTDIR BUILD_DIR [PYTHON]
-#   MEMGUARD_FREES="2048 1024 ..." (MiB) and MEMGUARD_DTYPES narrow it.
+#   MEMGUARD_FREES="2048 1024 ..." (MiB), MEMGUARD_DTYPES and
+#   MEMGUARD_MODES ("horovod ddp collguard grow") narrow it.
 set -u
 out=${1:?usage: $0 OUTDIR BUILD_DIR [PYTHON]}
 build=${2:?usage: $0 OUTDIR BUILD_DIR [PYTHON]}
@@ -23,6 +24,7 @@ export PYTHONPATH=$root/integration/python COLLGUARD_LIB=$mod
 export NCCL_NVLS_ENABLE=0 HOROVOD_GPU_OPERATIONS=NCCL
 frees=${MEMGUARD_FREES:-"2048 1024 512 256 128 64"}
 dtypes=${MEMGUARD_DTYPES:-"fp32 bf16"}
+modes=" ${MEMGUARD_MODES:-horovod ddp collguard grow} "
 res=$out/results.jsonl
 : >"$res"
 case1() { # MODE DTYPE FREE_MIB|none [ARGS...]
@@ -49,10 +51,11 @@ print("ok %.2f ms" % c["step_ms_median"] if c.get("completed") else
 }
 for dtype in $dtypes; do
     for mode in horovod ddp collguard; do
+        [[ $modes == *" $mode "* ]] || continue
         for free in none $frees; do
             case1 $mode $dtype $free
         done
     done
 done
-case1 grow fp32 4096
+[[ $modes == *" grow "* ]] && case1 grow fp32 4096
 "$py" "$here/report.py" "$res" "$out"
