@@ -5,12 +5,14 @@
  * (HOROVOD_GPU_OPERATIONS=NCCL where NCCL is built) keeps serving host
  * tensors, and the governor accounts a second raw allocator (as the CUDA
  * fusion buffer's cudaMalloc) in its categories, with shrink-and-retry.
- * The GPU itself is exercised by integration/gpu/hvd_gpu_smoke.c.
+ * Also which scalings the NCCL backend folds into NCCL. The GPU itself is
+ * exercised by integration/gpu/hvd_gpu_smoke.c and gpu_check.c.
  */
 #include <criterion/criterion.h>
 #include <string.h>
 
 #include "cg_build.h"
+#include "core/backend/hvd_gpu.h"
 #include "core/governor/probe.h"
 #include "tests/core/util/gov_fake.h"
 #include "tests/core/util/test_hvd_util.h"
@@ -147,4 +149,24 @@ Test(hvd_gpu_governor, second_allocator_floor_failure_names_the_variable,
     cr_assert_eq(d.allocs, 0, "allocs %zu", d.allocs);
     cr_assert_eq(p, NULL);
     fake_destroy(gov);
+}
+
+/* Which (dtype, op, ranks) the NCCL backend scales itself: floats with sum
+ * or average on more than one rank; never on one rank (NCCL 2.28's
+ * one-rank pre-multiply-sum left the last elements unscaled on an H200),
+ * never integers or min/max/product. */
+Test(hvd_gpu, nccl_scales_floats_sum_avg_on_several_ranks_only)
+{
+    const cg_dtype_t fl[] = {CG_DTYPE_F16, CG_DTYPE_BF16, CG_DTYPE_F32,
+                             CG_DTYPE_F64};
+    for (size_t i = 0; i < sizeof(fl) / sizeof(fl[0]); i++) {
+        cr_assert(cg_backend_nccl_scales(fl[i], CG_OP_SUM, 2));
+        cr_assert(cg_backend_nccl_scales(fl[i], CG_OP_AVG, 8));
+        cr_assert_not(cg_backend_nccl_scales(fl[i], CG_OP_SUM, 1));
+        cr_assert_not(cg_backend_nccl_scales(fl[i], CG_OP_AVG, 1));
+        cr_assert_not(cg_backend_nccl_scales(fl[i], CG_OP_MAX, 2));
+        cr_assert_not(cg_backend_nccl_scales(fl[i], CG_OP_PROD, 2));
+    }
+    cr_assert_not(cg_backend_nccl_scales(CG_DTYPE_I32, CG_OP_SUM, 2));
+    cr_assert_not(cg_backend_nccl_scales(CG_DTYPE_I64, CG_OP_AVG, 2));
 }
