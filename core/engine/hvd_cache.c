@@ -106,7 +106,10 @@ bool cg_hvd_cache_lookup(cg_hvd_core_t *core, struct cg_hvd_req *req)
     cg_hvd_cache_t *c = &core->cache;
     cg_hvd_slot_t *s;
 
-    if (c->capacity == 0 || req->w.type == CG_HVD_ALLGATHER)
+    /* While a rank is joined every name goes through the records round,
+     * where joined ranks count as ready (hvd_join.c). */
+    if (c->capacity == 0 || req->w.type == CG_HVD_ALLGATHER ||
+        core->n_joined > 0)
         return false;
     s = cg__find(c, req->hash, req->w.name);
     /* Different parameters: announced; the record evicts the slot. */

@@ -47,8 +47,10 @@ cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
     int64_t start, rows;
     size_t el, out_bytes, in_bytes;
     cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_REDUCESCATTER, &w);
+    cg_status_t st = cg_hvd_route(&core, t, CG_HVD_REDUCESCATTER);
 
+    if (st == CG_OK)
+        st = cg_hvd_check_tensor(core, t, CG_HVD_REDUCESCATTER, &w);
     if (st != CG_OK)
         return st;
     if (t->ndim == 0)

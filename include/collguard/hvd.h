@@ -44,7 +44,8 @@ enum {
 
 /* Optional fields of cg_hvd_tensor_t (its field_mask). */
 enum {
-    CG_HVD_TENSOR_FIELD_DEVICE = 1u << 0 /* device is set */
+    CG_HVD_TENSOR_FIELD_DEVICE = 1u << 0,     /* device is set */
+    CG_HVD_TENSOR_FIELD_PROCESS_SET = 1u << 1 /* process_set is set */
 };
 
 /* A named tensor. ndim 0 is a scalar (one element). output may equal
@@ -65,6 +66,12 @@ typedef struct cg_hvd_tensor {
      * no GPU is usable. The input must be ready at enqueue (synchronise
      * the stream that produced it); the output is ready once done. */
     int device;
+    /* The process set the collective runs on (cg_hvd_process_set_add):
+     * only its members negotiate and move the tensor, on the set's own
+     * communicator. 0, or the field not set: every rank. An unknown id,
+     * or a set this rank is not a member of, is CG_ERR_INVALID_PARAM at
+     * enqueue. Every enqueue (and cg_hvd_enqueue_join) takes it. */
+    int32_t process_set;
 } cg_hvd_tensor_t;
 
 /* Upper bounds, in seconds, of the collective latency histogram's
@@ -179,6 +186,42 @@ CG_API cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
  * split over `size` ranks (dim0 >= 0, 0 <= rank < size). Pure. */
 CG_API void cg_hvd_reducescatter_rows(int64_t dim0, int size, int rank,
                                       int64_t *start_p, int64_t *rows_p);
+
+/* Process sets (Horovod's add_process_set / remove_process_set): both
+ * are collective over every rank of the core, which must pass the same
+ * arguments (checked: a difference fails the call on every rank with
+ * CG_ERR_MISMATCH naming a rank that differs). add registers set `id`
+ * (> 0, not in use) of the n ascending, distinct core ranks `ranks`; its
+ * members make its bootstrap, communicator and backends among
+ * themselves (MPI: a communicator of the members; NCCL: one over them at
+ * the first CUDA collective) and a background thread of its own, so a
+ * set's collectives never wait on ranks outside it and sets run side by
+ * side. Its ranks are the members' order; a broadcast's root is still a
+ * core (job) rank, as in Horovod. remove stops the set's thread on every
+ * member, fails its pending requests (CG_ERR_CANCELED), frees what it
+ * holds and makes the id unknown (it may be added again). The calling
+ * thread blocks until every rank is done; not concurrently with each
+ * other or cg_hvd_core_destroy. A set's counters are its own (not in
+ * cg_hvd_core_stats) and it writes no timeline or metrics. */
+CG_API cg_status_t cg_hvd_process_set_add(cg_hvd_core_h core, int32_t id,
+                                          const int *ranks, int nranks);
+CG_API cg_status_t cg_hvd_process_set_remove(cg_hvd_core_h core,
+                                             int32_t id);
+
+/* Horovod's join on process set `process_set` (0: every rank): this rank
+ * is out of data. Until every member has joined, allreduces the others
+ * enqueue complete here without a request, this rank contributing zeros
+ * (Average still divides by the set's size); broadcasts, allgathers and
+ * reducescatters the others enqueue while a rank is joined fail on every
+ * rank that enqueued them (Horovod: not supported with join), as do CUDA
+ * allreduces. The request completes on every member once all joined;
+ * cg_hvd_join_result then gives the last rank to join (a core rank; of
+ * ranks joining in one cycle, the highest). Names are not cached while
+ * any rank is joined. */
+CG_API cg_status_t cg_hvd_enqueue_join(cg_hvd_core_h core,
+                                       int32_t process_set,
+                                       cg_hvd_req_h *req_p);
+CG_API cg_status_t cg_hvd_join_result(cg_hvd_req_h req, int *last_rank_p);
 
 /* Non-zero once the request is done (successfully or not). */
 CG_API int cg_hvd_poll(cg_hvd_req_h req);
