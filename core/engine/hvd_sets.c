@@ -158,6 +158,21 @@ cg_status_t cg_hvd_route(cg_hvd_core_t **core_p, const cg_hvd_tensor_t *t,
     return cg_hvd_route_id(core_p, id, type);
 }
 
+cg_status_t cg_hvd_process_set_rank(cg_hvd_core_h core, int32_t id,
+                                    int *rank_p, int *size_p)
+{
+    cg_status_t st = cg_hvd_route_id(&core, id, CG_HVD_ALLREDUCE);
+
+    if (st == CG_OK && core == NULL)
+        st = cg_error_set(CG_ERR_NOT_INITIALIZED, "cg_hvd_process_set_rank: "
+                          "core is NULL");
+    if (st != CG_OK)
+        return st;
+    *rank_p = core->rank;
+    *size_p = core->size;
+    return CG_OK;
+}
+
 int cg_hvd_set_rank_of(const cg_hvd_core_t *core, int job_rank)
 {
     if (core->set_ranks == NULL)

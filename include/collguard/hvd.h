@@ -207,6 +207,11 @@ CG_API cg_status_t cg_hvd_process_set_add(cg_hvd_core_h core, int32_t id,
                                           const int *ranks, int nranks);
 CG_API cg_status_t cg_hvd_process_set_remove(cg_hvd_core_h core,
                                              int32_t id);
+/* This rank's rank in process set id and the set's size (id 0: the
+ * core's); an unknown id or a set this rank is not in fails as an
+ * enqueue on it would (CG_ERR_INVALID_PARAM). */
+CG_API cg_status_t cg_hvd_process_set_rank(cg_hvd_core_h core, int32_t id,
+                                           int *rank_p, int *size_p);
 
 /* Horovod's join on process set `process_set` (0: every rank): this rank
  * is out of data. Until every member has joined, allreduces the others

@@ -5,8 +5,9 @@
  * (pt_tensor.c), the handle table that keeps tensors alive until a handle
  * is cleared (pt_handles.c), the collective bindings (pt_ops.c,
  * reducescatter in pt_rscatter.c), what
- * runs once an operation is done, and barrier (pt_finish.c), the ones the
- * engine lacks (pt_missing.c) and collguard's extras (pt_extra.c).
+ * runs once an operation is done, and barrier (pt_finish.c), join
+ * (pt_join.c), the ones the engine lacks (pt_missing.c) and collguard's
+ * extras (pt_extra.c).
  * Every function here runs with the GIL held. Layer: integration; calls
  * include/collguard/hvd.h and libcollguard_hvd.so's exported functions.
  */
@@ -27,7 +28,8 @@ typedef enum {
     PT_OP_BROADCAST = 1,
     PT_OP_ALLGATHER = 2,
     PT_OP_BARRIER = 3,
-    PT_OP_REDUCESCATTER = 4
+    PT_OP_REDUCESCATTER = 4,
+    PT_OP_JOIN = 5
 } pt_op_kind_t;
 
 /* A tensor as the engine takes it, plus what the module needs later. */
@@ -54,6 +56,7 @@ typedef struct pt_op {
     int64_t shape[CG_HVD_NDIM_MAX];
     PyObject *dtype;    /* owned; allgather result dtype */
     int32_t scratch;    /* barrier: the element its allreduce carries */
+    int psid;           /* process set (pt_use_process_set); 0: global */
     struct pt_op *next; /* reset's list of operations still running */
 } pt_op_t;
 
@@ -78,7 +81,14 @@ void pt_handles_reap(void);
 /* pt_ops.c */
 int pt_ops_init(void);
 cg_hvd_core_h pt_core(void);
-int pt_check_process_set(int process_set_id, const char *what);
+/* The op runs on process set psid: t carries it to the engine (which
+ * refuses an unknown id or a set this rank is not in: ValueError), and
+ * an unnamed op is numbered among that set's (pt_claim_name). Call it
+ * before pt_claim_name. */
+void pt_use_process_set(pt_op_t *op, cg_hvd_tensor_t *t, int psid);
+/* A join of process set psid completed here: its unnamed ops are
+ * numbered from 0 again, on every rank alike (pt_join.c). */
+void pt_names_restart(int psid);
 int pt_raise_enqueue(cg_status_t st, const char *what);
 int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
                   char *full, size_t full_size);
@@ -100,8 +110,11 @@ PyObject *pt_reset(PyObject *self, PyObject *args);
 int pt_finish(pt_op_t *op);
 PyObject *pt_barrier(PyObject *self, PyObject *args);
 
-/* pt_missing.c */
+/* pt_join.c */
 PyObject *pt_join(PyObject *self, PyObject *args);
+int pt_finish_join(pt_op_t *op);
+
+/* pt_missing.c */
 PyObject *pt_grouped_allreduce(PyObject *self, PyObject *args);
 PyObject *pt_grouped_allgather(PyObject *self, PyObject *args);
 PyObject *pt_alltoall(PyObject *self, PyObject *args);

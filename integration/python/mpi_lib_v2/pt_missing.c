@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Horovod's binding functions for operations collguard's engine does not
- * have yet (join, grouped allreduce/allgather/reducescatter, alltoall):
+ * have yet (grouped allreduce/allgather/reducescatter, alltoall):
  * each raises NotImplementedError naming what is missing,
  * so a script fails at the call instead of getting another operation's
  * result. Layer: integration (mpi_lib_v2).
@@ -23,9 +23,6 @@ static PyObject *pt__missing(const char *what, const char *why)
         return pt__missing(what, why);                                       \
     }
 
-PT__MISSING(pt_join, "join",
-            "the engine has no join (a rank out of data contributing zeros "
-            "to allreduces until every rank has joined)")
 PT__MISSING(pt_grouped_allreduce, "grouped_allreduce",
             "the engine has no grouped operations (members fused and "
             "completed together); use allreduce per tensor")
