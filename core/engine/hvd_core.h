@@ -228,6 +228,8 @@ struct cg_hvd_core {
     cg_hvd_core_t *parent;    /* a set's core: the global core; else NULL */
     int32_t set_id;           /* 0: the global core */
     int *set_ranks;           /* a set's core: job rank of each set rank */
+    uint64_t set_adds;        /* global core: sets added (each set's
+                                 bootstrap cookie differs) */
     /* Join (hvd_join.c), background thread only: ranks that joined, in
      * the order every rank shares; this rank's join request. */
     uint64_t *joined;         /* bitmap, (size + 63) / 64 words */
@@ -404,9 +406,8 @@ cg_status_t cg_hvd_allgather_run(cg_hvd_core_t *core, size_t i);
  * their requests. */
 cg_status_t cg_hvd_reducescatter_run(cg_hvd_core_t *core, size_t i);
 
-/* hvd_cycle.c: the background thread. */
-void *cg_hvd_cycle_main(void *arg);
-/* A core over bs (ctx->bs for the global core); for a process set's core
+/* hvd_cycle.c: the background thread, and a core's parts (hvd_life.c
+ * drives them). A core over bs (ctx->bs for the global core); for a process set's core
  * parent is the global core, id the set's and ranks (bs's size of them)
  * its members' job ranks, copied. A set's core writes no timeline or
  * metrics and leaves the governor's sampling to the global core. */
@@ -419,19 +420,34 @@ cg_status_t cg_hvd_core_make(cg_ctx_h ctx, cg_bootstrap_t *bs,
  * touch stays until cg_hvd_core_free (the global core's destroy). */
 void cg_hvd_core_retire(cg_hvd_core_t *core, const char *msg);
 void cg_hvd_core_free(cg_hvd_core_t *core);
+void *cg_hvd_cycle_main(void *arg);
 
 /* hvd_sets.c: the process-set table of the global core. */
 cg_status_t cg_hvd_sets_create(cg_hvd_core_t *core);
-/* Retires and frees every set's core and the table. */
+/* Frees the table (empty it with cg_hvd_sets_pop first). */
 void cg_hvd_sets_destroy(cg_hvd_core_t *core);
+/* Takes the cores out, one a call: sets still registered (*stopped_p
+ * false), then removed ones (already retired); NULL once empty. */
+cg_hvd_core_t *cg_hvd_sets_pop(cg_hvd_core_t *core, bool *stopped_p);
+bool cg_hvd_sets_has(cg_hvd_core_t *core, int32_t id);
+/* Registers set id (ranks copied; sc NULL where this rank is not in it). */
+cg_status_t cg_hvd_sets_insert(cg_hvd_core_t *core, int32_t id,
+                               const int *ranks, int n, cg_hvd_core_t *sc);
+/* Removal: room for one more stopped core first (may fail), then the set
+ * leaves the table (its core returned, NULL if not a member), then its
+ * core, once retired, is kept until the global core goes. */
+cg_status_t cg_hvd_sets_reserve_gone(cg_hvd_core_t *core);
+cg_hvd_core_t *cg_hvd_sets_unlink(cg_hvd_core_t *core, int32_t id);
+void cg_hvd_sets_keep_gone(cg_hvd_core_t *core, cg_hvd_core_t *sc);
 /* Every enqueue starts here: *core_p (the core the caller passed) becomes
  * the core of the process set t names (CG_HVD_TENSOR_FIELD_PROCESS_SET;
  * none or 0: the global core itself). An unknown or removed id, or a set
- * this rank is not a member of, is CG_ERR_INVALID_PARAM naming `type`. */
+ * this rank is not a member of, is CG_ERR_INVALID_PARAM naming `what`
+ * ("allreduce"). Grouped operations route once for the group. */
 cg_status_t cg_hvd_route(cg_hvd_core_t **core_p, const cg_hvd_tensor_t *t,
-                         int32_t type);
+                         const char *what);
 cg_status_t cg_hvd_route_id(cg_hvd_core_t **core_p, int32_t id,
-                            int32_t type);
+                            const char *what);
 /* A job rank's rank in core's set (root of a broadcast); -1 when it is not
  * a member. And back: the job rank of a set rank. */
 int cg_hvd_set_rank_of(const cg_hvd_core_t *core, int job_rank);

@@ -86,7 +86,7 @@ void *cg_hvd_cycle_main(void *arg)
                 snprintf(msg, sizeof(msg), "process set %d was removed (or "
                          "the core shut down: rank %d stopped it) with this "
                          "request pending", (int)core->set_id,
-                         cg_hvd_job_rank_of(core, stop_rank));
+                         core->set_ranks[stop_rank]);
             else
                 snprintf(msg, sizeof(msg), "the collective core was shut "
                          "down (rank %d called cg_hvd_core_destroy) with "
@@ -311,8 +311,6 @@ cg_status_t cg_hvd_core_make(cg_ctx_h ctx, cg_bootstrap_t *bs,
                            &core->gpu);
     if (st == CG_OK)
         st = cg__arrays(core, parent != NULL ? ranks : NULL);
-    if (st == CG_OK && parent == NULL)
-        st = cg_hvd_sets_create(core);
     if (st != CG_OK)
         goto err_free;
     st = cg__sync_init(core);
@@ -359,20 +357,10 @@ err_sync:
     pthread_cond_destroy(&core->done_cond);
     pthread_mutex_destroy(&core->lock);
 err_free:
-    cg_hvd_sets_destroy(core);
     cg__arrays_free(core);
     cg_hvd_gpu_destroy(core->gpu);
     cg_governor_free(ctx->gov, CG_MEM_CAT_CONTROL, core, sizeof(*core));
     return st;
-}
-
-cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
-{
-    if (ctx == NULL || core_p == NULL || ctx->bs == NULL)
-        return cg_error_set(CG_ERR_INVALID_PARAM, "cg_hvd_core_create: needs "
-                            "a context created with CG_CTX_PARAM_BOOTSTRAP "
-                            "and a non-NULL core_p");
-    return cg_hvd_core_make(ctx, ctx->bs, NULL, 0, NULL, core_p);
 }
 
 void cg_hvd_core_retire(cg_hvd_core_t *core, const char *msg)
@@ -413,14 +401,4 @@ void cg_hvd_core_free(cg_hvd_core_t *core)
     pthread_mutex_destroy(&core->lock);
     cg__arrays_free(core);
     cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core, sizeof(*core));
-}
-
-void cg_hvd_core_destroy(cg_hvd_core_h core)
-{
-    if (core == NULL)
-        return;
-    cg_hvd_sets_destroy(core); /* each member stops its sets alike */
-    cg_hvd_core_retire(core, "the collective core was shut down with this "
-                       "request pending");
-    cg_hvd_core_free(core);
 }

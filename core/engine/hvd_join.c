@@ -23,7 +23,7 @@ cg_status_t cg_hvd_enqueue_join(cg_hvd_core_h core, int32_t process_set,
 {
     cg_hvd_tensor_t t;
     cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_route_id(&core, process_set, CG_HVD_WIRE_JOIN);
+    cg_status_t st = cg_hvd_route_id(&core, process_set, "join");
 
     if (st != CG_OK)
         return st;

@@ -363,7 +363,7 @@ cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_route(&core, t, CG_HVD_ALLREDUCE);
+    cg_status_t st = cg_hvd_route(&core, t, "allreduce");
 
     if (st == CG_OK)
         st = cg_hvd_check_tensor(core, t, CG_HVD_ALLREDUCE, &w);
@@ -386,7 +386,7 @@ cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_route(&core, t, CG_HVD_BROADCAST);
+    cg_status_t st = cg_hvd_route(&core, t, "broadcast");
     int set_root;
 
     if (st == CG_OK)
@@ -423,7 +423,7 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_route(&core, t, CG_HVD_ALLGATHER);
+    cg_status_t st = cg_hvd_route(&core, t, "allgather");
 
     if (st == CG_OK)
         st = cg_hvd_check_tensor(core, t, CG_HVD_ALLGATHER, &w);

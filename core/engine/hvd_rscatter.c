@@ -47,7 +47,7 @@ cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
     int64_t start, rows;
     size_t el, out_bytes, in_bytes;
     cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_route(&core, t, CG_HVD_REDUCESCATTER);
+    cg_status_t st = cg_hvd_route(&core, t, "reducescatter");
 
     if (st == CG_OK)
         st = cg_hvd_check_tensor(core, t, CG_HVD_REDUCESCATTER, &w);
