@@ -398,7 +398,7 @@ static cg_status_t cg__mpi_check(const cg_backend_params_t *p)
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     if (p->set_ranks != NULL) { /* a process set: MPI over the members */
-        if (wsize != cg_bootstrap_size(p->bs) ||
+        if (wsize <= p->set_ranks[p->size - 1] ||
             wrank != p->set_ranks[p->rank])
             return cg_error_set(CG_ERR_UNSUPPORTED, "%s=MPI on process set "
                                 "%d: MPI_COMM_WORLD has this process as rank "
