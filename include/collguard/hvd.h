@@ -6,8 +6,11 @@
  * allreduces (and allgathers, reducescatters) into a governed fusion
  * buffer and completes the requests.
  * The CPython module mpi_lib_v2 is a thin layer over these calls.
- * Thread-safe: every call here except cg_hvd_core_create/_destroy, which
- * are collective over the ranks and belong to one thread.
+ * Collectives may run on process sets (subsets of the ranks, each with
+ * its own communicator) and a rank out of data may join.
+ * Thread-safe: every call here except cg_hvd_core_create/_destroy and
+ * cg_hvd_process_set_add/_remove, which are collective over the ranks
+ * and belong to one thread.
  */
 #ifndef COLLGUARD_HVD_H
 #define COLLGUARD_HVD_H
