@@ -33,6 +33,8 @@ uint64_t cg_hvd_name_hash(const char *name)
 
 const char *cg_hvd_type_name(int32_t type)
 {
+    if (type == CG_HVD_WIRE_JOIN)
+        return "join";
     static const char *const names[] = {"allreduce", "broadcast",
                                         "allgather", "reducescatter",
                                         "alltoall"};
@@ -337,6 +339,44 @@ err_unlock:
     return st;
 }
 
+cg_status_t cg_hvd_req_stand_in(cg_hvd_core_t *core, const cg_hvd_wire_t *w,
+                                struct cg_hvd_req **req_p)
+{
+    size_t count = cg_hvd_wire_count(w);
+    size_t bytes = count * cg_dtype_size((cg_dtype_t)w->dtype);
+    struct cg_hvd_req *req;
+    void *zeros = NULL;
+    cg_status_t st = CG_OK;
+
+    if (bytes > 0)
+        st = cg_governor_alloc(core->gov, CG_MEM_CAT_STAGING, bytes, &zeros);
+    if (st == CG_OK)
+        st = cg__req_get_locked(core, w, &req);
+    if (st != CG_OK) {
+        cg_governor_free(core->gov, CG_MEM_CAT_STAGING, zeros, bytes);
+        return st;
+    }
+    if (bytes > 0)
+        memset(zeros, 0, bytes);
+    cg_list_init(&req->reg_link);
+    cg_list_init(&req->followers);
+    cg_list_init(&req->follow_link);
+    req->core = core;
+    req->gov = core->gov;
+    req->input = zeros;
+    req->output = zeros;
+    req->count = count;
+    req->hash = cg_hvd_name_hash(w->name);
+    req->gather = zeros; /* freed with the request */
+    req->gather_bytes = bytes;
+    req->released = true; /* recycled once completed */
+    cg_list_push(&core->owned, &req->link); /* failed with the rest */
+    cg_list_push(&core->req_live, &req->live_link);
+    pthread_mutex_unlock(&core->lock);
+    *req_p = req;
+    return CG_OK;
+}
+
 cg_status_t cg_hvd_allreduce_wire(cg_hvd_core_t *core,
                                   const cg_hvd_tensor_t *t, cg_redop_t op,
                                   double prescale, double postscale,
@@ -363,8 +403,10 @@ cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_allreduce_wire(core, t, op, prescale, postscale,
-                                           &w);
+    cg_status_t st = cg_hvd_route(&core, t, "allreduce");
+
+    if (st == CG_OK)
+        st = cg_hvd_allreduce_wire(core, t, op, prescale, postscale, &w);
 
     if (st != CG_OK)
         return st;
@@ -376,7 +418,11 @@ cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_BROADCAST, &w);
+    cg_status_t st = cg_hvd_route(&core, t, "broadcast");
+    int set_root;
+
+    if (st == CG_OK)
+        st = cg_hvd_check_tensor(core, t, CG_HVD_BROADCAST, &w);
 
     if (st != CG_OK)
         return st;
@@ -390,11 +436,17 @@ cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
                             "graph; broadcast the leaf tensor instead, or "
                             ".detach() it first", t->name);
     }
-    if (root < 0 || root >= core->size)
+    /* The root is a job rank, as in Horovod; the wire holds the set's. */
+    set_root = cg_hvd_set_rank_of(core, root);
+    if (set_root < 0 && core->set_ranks != NULL)
+        return cg_error_set(CG_ERR_INVALID_PARAM, "broadcast of tensor '%s': "
+                            "root rank %d is not a member of process set %d",
+                            t->name, root, (int)core->set_id);
+    if (set_root < 0)
         return cg_error_set(CG_ERR_INVALID_PARAM, "broadcast of tensor '%s': "
                             "root rank %d, the job has ranks 0 to %d",
                             t->name, root, core->size - 1);
-    w.root = root;
+    w.root = set_root;
     return cg_hvd_enqueue(core, t, CG_HVD_BROADCAST, &w, req_p);
 }
 
@@ -417,7 +469,10 @@ cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
                                      cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_allgather_wire(core, t, &w);
+    cg_status_t st = cg_hvd_route(&core, t, "allgather");
+
+    if (st == CG_OK)
+        st = cg_hvd_allgather_wire(core, t, &w);
 
     if (st != CG_OK)
         return st;

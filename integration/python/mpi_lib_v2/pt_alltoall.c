@@ -14,6 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Grouped operations and alltoall still run on the global set only. */
+static int pt__global_only(int psid, const char *what)
+{
+    if (psid == 0)
+        return 0;
+    PyErr_Format(PyExc_NotImplementedError, "collguard: %s on process set "
+                 "%d is not implemented yet", what, psid);
+    return -1;
+}
+
 /* splits (an int32 tensor, any device) into out[size]; *given_p false
  * for an empty one (equal split). */
 static int pt__splits(PyObject *splits, int size, int64_t *out,
@@ -72,7 +82,7 @@ PyObject *pt_alltoall(PyObject *self, PyObject *args)
                           &rsplits, &name_o, &psid))
         return NULL;
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
-        pt_check_process_set(psid, "alltoall") != 0 ||
+        pt__global_only(psid, "alltoall") != 0 ||
         pt_prepare(tensor, output, &d, false) != 0)
         return NULL;
     if (d.t.ndim == 0) {

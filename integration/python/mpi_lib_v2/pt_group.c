@@ -18,6 +18,16 @@
 #include <string.h>
 
 /* What one grouped call enqueues. */
+/* Grouped operations and alltoall still run on the global set only. */
+static int pt__global_only(int psid, const char *what)
+{
+    if (psid == 0)
+        return 0;
+    PyErr_Format(PyExc_NotImplementedError, "collguard: %s on process set "
+                 "%d is not implemented yet", what, psid);
+    return -1;
+}
+
 typedef struct pt__grp {
     cg_hvd_op_type_t type;
     cg_redop_t op;
@@ -98,7 +108,7 @@ static int pt__member(pt__grp_t *g, cg_hvd_core_h core, Py_ssize_t i,
                             "output must be another tensor than its input");
             return -1;
         }
-        if (pt_rs_output(output, core, &d) != 0 ||
+        if (pt_rs_output(output, core, 0, &d) != 0 ||
             (d.is_cuda && pt_tensor_sync_cuda(tensor) != 0))
             return -1;
     } else if (pt_prepare(tensor, output, &d, g->type == CG_HVD_ALLREDUCE) !=
@@ -147,7 +157,7 @@ static PyObject *pt__grouped(pt__grp_t *g, PyObject *tensors,
     cg_status_t st;
 
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
-        pt_check_process_set(psid, prefix) != 0 ||
+        pt__global_only(psid, prefix) != 0 ||
         pt__lists(g, tensors, outputs) != 0)
         goto out;
     pt_handles_reap();
