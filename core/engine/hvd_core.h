@@ -295,8 +295,9 @@ void cg_hvd_batch_commit(cg_hvd_core_t *core, cg_list_t *batch, size_t n,
                          uint64_t groups);
 void cg_hvd_batch_abort(cg_hvd_core_t *core, cg_list_t *batch,
                         cg_status_t st, const char *msg);
-/* The wire of each op's enqueue: cg_hvd_check_tensor plus that op's own
- * checks (cg_last_error() set on failure). */
+/* The wire of each op's enqueue (hvd_ops.c; reducescatter's in
+ * hvd_rscatter.c): cg_hvd_check_tensor plus that op's own checks
+ * (cg_last_error() set on failure), on the core already routed to. */
 cg_status_t cg_hvd_allreduce_wire(cg_hvd_core_t *core,
                                   const cg_hvd_tensor_t *t, cg_redop_t op,
                                   double prescale, double postscale,
