@@ -276,9 +276,11 @@ CG_API cg_status_t cg_hvd_process_set_rank(cg_hvd_core_h core, int32_t id,
 /* Horovod's join on process set `process_set` (0: every rank): this rank
  * is out of data. Until every member has joined, allreduces the others
  * enqueue complete here without a request, this rank contributing zeros
- * (Average still divides by the set's size); broadcasts, allgathers and
- * reducescatters the others enqueue while a rank is joined fail on every
- * rank that enqueued them (Horovod: not supported with join), as do CUDA
+ * (Average still divides by the set's size), and so do the members of a
+ * grouped allreduce (the group completes together as ever); broadcasts,
+ * allgathers, reducescatters and alltoalls, grouped or not, the others
+ * enqueue while a rank is joined fail on every rank that enqueued them
+ * (Horovod: not supported with join; a group fails whole), as do CUDA
  * allreduces. The request completes on every member once all joined;
  * cg_hvd_join_result then gives the last rank to join (a core rank; of
  * ranks joining in one cycle, the highest). Names are not cached while
