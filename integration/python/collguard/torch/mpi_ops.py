@@ -211,7 +211,7 @@ class _Allgather(torch.autograd.Function):
                          process_set=ctx.process_set)
         dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64),
                          process_set=ctx.process_set)
-        offset = int(dims[:basics.rank()].sum().item())
+        offset = int(dims[:ctx.process_set.rank()].sum().item())
         return grad.narrow(0, offset, ctx.dim), None, None
 
 
@@ -254,7 +254,7 @@ class _Reducescatter(torch.autograd.Function):
         # Horovod's rule: the slices gathered back, Sum scaled by the size.
         grad = grad_output
         if ctx.op == Sum:
-            grad = grad * basics.size()
+            grad = grad * ctx.process_set.size()
         if ctx.scale != 1.0:
             grad = grad * ctx.scale
         return (allgather(grad.contiguous(), process_set=ctx.process_set),
