@@ -6,12 +6,15 @@
  * against a reference while the third works on a set of one and waits
  * for them (so the set's collectives cannot have needed it), overlapping
  * sets with the same tensor names, the errors of non-members, unknown
- * ids and foreign roots, and add / remove (again, mismatched arguments,
+ * ids and foreign roots, grouped allreduce and alltoall on a set (one
+ * route per group, members on two sets refused), and add / remove (again,
+ * mismatched arguments,
  * a request pending at removal).
  */
 #include <criterion/criterion.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -323,4 +326,142 @@ Test(hvd_psets, add_remove_add_again_and_mismatched_adds, .timeout = 60)
 
     hj_assert_passed(rep, 3);
     hj_free(rep, 3);
+}
+
+/* Grouped allreduce (3 members, sum) and alltoall with splits on set 1 =
+ * {0, 1}, each against a reference computed here. */
+#define PS_G 3
+static int ps_grouped_and_alltoall(hj_rank_t *self, int step)
+{
+    float in[PS_G][PS_N], out[PS_G][PS_N], a2a_in[6];
+    char names[PS_G][32];
+    cg_hvd_tensor_t ts[PS_G];
+    cg_hvd_req_h reqs[PS_G], req;
+    const int64_t *rsplits;
+    const void *data;
+    int64_t dim0;
+    /* Set rank s sends s + 1 rows to set rank 0, 2 to set rank 1. */
+    const int64_t splits[2] = {self->rank + 1, 2};
+
+    for (int g = 0; g < PS_G; g++) {
+        snprintf(names[g], sizeof(names[g]), "grp.%d", g);
+        for (int i = 0; i < PS_N; i++)
+            in[g][i] = ps_value(self->rank, step + g, i);
+        ts[g] = ps_tensor(names[g], 1, PS_N, in[g], out[g]);
+    }
+    HJ_CHECK(self, cg_hvd_enqueue_grouped_allreduce(self->core, ts, PS_G,
+                                                    CG_OP_SUM, 1, 1, reqs) ==
+                       CG_OK,
+             "grouped allreduce on set 1: %s", cg_last_error());
+    for (int g = 0; g < PS_G; g++) {
+        HJ_CHECK(self, cg_hvd_wait(reqs[g]) == CG_OK, "member %d: %s", g,
+                 cg_hvd_error(reqs[g]));
+        cg_hvd_release(reqs[g]);
+        for (int i = 0; i < PS_N; i++) {
+            float want = ps_value(0, step + g, i) + ps_value(1, step + g, i);
+            HJ_CHECK(self, out[g][i] == want, "member %d element %d is %g, "
+                     "want %g", g, i, out[g][i], want);
+        }
+    }
+    for (int i = 0; i < self->rank + 3; i++)
+        a2a_in[i] = ps_value(self->rank, step, i);
+    cg_hvd_tensor_t t = ps_tensor("a2a", 1, self->rank + 3, a2a_in, NULL);
+    HJ_CHECK(self, cg_hvd_enqueue_alltoall(self->core, &t, splits, &req) ==
+                       CG_OK && cg_hvd_wait(req) == CG_OK,
+             "alltoall on set 1: %s / %s", cg_last_error(),
+             cg_hvd_error(req));
+    HJ_CHECK(self, cg_hvd_alltoall_result(req, &data, &dim0, &rsplits) ==
+                 CG_OK, "alltoall result: %s", cg_last_error());
+    /* Set rank 0 gets 1 row from 0 and 2 from 1; set rank 1 gets 2 rows
+     * from each: rows [off_s, off_s + n) of member s's input. */
+    const float *got = data;
+    int64_t want_dim0 = self->rank == 0 ? 3 : 4, k = 0;
+    HJ_CHECK(self, dim0 == want_dim0, "alltoall: %lld rows, want %lld",
+             (long long)dim0, (long long)want_dim0);
+    for (int s = 0; s < 2; s++) {
+        int64_t n = self->rank == 0 ? s + 1 : 2;
+        int64_t off = self->rank == 0 ? 0 : s + 1;
+        HJ_CHECK(self, rsplits[s] == n, "alltoall: %lld rows from set rank "
+                 "%d, want %lld", (long long)rsplits[s], s, (long long)n);
+        for (int64_t i = 0; i < n; i++, k++)
+            HJ_CHECK(self, got[k] == ps_value(s, step, (int)(off + i)),
+                     "alltoall row %lld is %g, want member %d's row %lld",
+                     (long long)k, got[k], s, (long long)(off + i));
+    }
+    cg_hvd_release(req);
+    return 0;
+}
+
+static int body_grouped_alltoall(hj_rank_t *self)
+{
+    atomic_int *done = self->arg;
+    const int set1[2] = {0, 1}, set2[1] = {2}, all[3] = {0, 1, 2};
+    float x[PS_N] = {0}, y[PS_N];
+    cg_hvd_tensor_t ts[2];
+    cg_hvd_req_h reqs[2], req;
+
+    HJ_CHECK(self, cg_hvd_process_set_add(self->core, 1, set1, 2) == CG_OK &&
+                       cg_hvd_process_set_add(self->core, 2, set2, 1) ==
+                           CG_OK,
+             "add: %s", cg_last_error());
+    /* A group names one set: members on two are refused, no request. */
+    ts[0] = ps_tensor("mixed.0", self->rank < 2 ? 1 : 2, PS_N, x, y);
+    ts[1] = ps_tensor("mixed.1", 0, PS_N, x, y);
+    HJ_CHECK(self, cg_hvd_enqueue_grouped_allreduce(self->core, ts, 2,
+                                                    CG_OP_SUM, 1, 1, reqs) ==
+                           CG_ERR_INVALID_PARAM &&
+                       strstr(cg_last_error(), "a group runs on one process "
+                              "set") != NULL,
+             "mixed group: %s", cg_last_error());
+    if (self->rank < 2) {
+        for (int step = 0; step < 3; step++)
+            if (ps_grouped_and_alltoall(self, step) != 0)
+                return 1;
+        atomic_fetch_add(done, 1);
+    } else {
+        /* Not a member of set 1: refused at the enqueue. */
+        ts[0] = ps_tensor("grp.0", 1, PS_N, x, y);
+        ts[1] = ps_tensor("grp.1", 1, PS_N, x, y);
+        HJ_CHECK(self, cg_hvd_enqueue_grouped_allreduce(self->core, ts, 2,
+                                                        CG_OP_SUM, 1, 1,
+                                                        reqs) ==
+                               CG_ERR_INVALID_PARAM &&
+                           strstr(cg_last_error(), "not a member") != NULL,
+                 "grouped by a non-member: %s", cg_last_error());
+        cg_hvd_tensor_t t = ps_tensor("a2a", 1, 2, x, NULL);
+        HJ_CHECK(self, cg_hvd_enqueue_alltoall(self->core, &t, NULL, &req) ==
+                               CG_ERR_INVALID_PARAM &&
+                           strstr(cg_last_error(), "not a member") != NULL,
+                 "alltoall by a non-member: %s", cg_last_error());
+        /* Its own set of one: a grouped allreduce and an equal alltoall. */
+        ts[0] = ps_tensor("solo.0", 2, PS_N, x, y);
+        HJ_CHECK(self, cg_hvd_enqueue_grouped_allreduce(self->core, ts, 1,
+                                                        CG_OP_SUM, 1, 1,
+                                                        reqs) == CG_OK &&
+                           cg_hvd_wait(reqs[0]) == CG_OK,
+                 "grouped on a set of one: %s", cg_last_error());
+        cg_hvd_release(reqs[0]);
+        for (int i = 0; i < 20000 && atomic_load(done) < 2; i++)
+            usleep(1000);
+        HJ_CHECK(self, atomic_load(done) == 2, "the members of set 1 did "
+                 "not finish while rank 2 worked alone");
+    }
+    return ps_allreduce(self, 0, all, 3, 4, "global");
+}
+
+Test(hvd_psets, grouped_allreduce_and_alltoall_on_two_of_three,
+     .timeout = 60)
+{
+    atomic_int *done = mmap(NULL, sizeof(*done), PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    hj_rank_t *rep;
+
+    atomic_init(done, 0);
+    rep = hj_run(3, ps_env, body_grouped_alltoall, done);
+    hj_assert_passed(rep, 3);
+    for (int r = 0; r < 3; r++) /* the global core: the last one only */
+        cr_assert_eq(rep[r].stats.grouped_calls, 0, "rank %d: %llu", r,
+                     (unsigned long long)rep[r].stats.grouped_calls);
+    hj_free(rep, 3);
+    munmap(done, sizeof(*done));
 }

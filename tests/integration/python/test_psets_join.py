@@ -7,7 +7,10 @@ non-members, unknown and removed sets; join after uneven work (rank r
 runs r + 1 steps, named and unnamed allreduces) with results where joined
 ranks add zeros and the last rank returned on every rank, join with
 nothing to do, barrier after join, unnamed ops matching after an uneven
-join, and a broadcast failing while a rank is joined."""
+join, and a broadcast failing while a rank is joined. Grouped operations
+and alltoall with splits on a set against references, grouped allreduces
+with joined ranks adding zeros, and alltoall / grouped allgather failing
+while a rank is joined."""
 import pytest
 import torch
 
@@ -66,6 +69,75 @@ def test_collectives_on_a_set_while_the_last_rank_works_alone(sets):
             assert torch.equal(got, _vals(r, step))
     # Everyone meets on the global set afterwards.
     total = hvd.allreduce(torch.ones(1), op=hvd.Sum, name="after_sets")
+    assert total.item() == n
+
+
+def _a2a_splits(k, m):
+    """Rows set rank k sends to each of m set ranks: k + j + 1 to j."""
+    return [k + j + 1 for j in range(m)]
+
+
+def test_grouped_and_alltoall_on_a_set_while_the_last_rank_works_alone(sets):
+    first, last = sets
+    n, r = hvd.size(), hvd.rank()
+    members = first.ranks
+    if r in members:
+        k, m = members.index(r), len(members)
+        for step in range(2):
+            ins = [_vals(r, step + g) for g in range(3)]
+            got = hvd.grouped_allreduce(ins, op=hvd.Sum, process_set=first)
+            for g in range(3):
+                assert torch.equal(got[g], sum(_vals(q, step + g)
+                                               for q in members))
+            # Unnamed groups are numbered on the set: every member agrees.
+            avg = hvd.grouped_allreduce([_vals(r, 5)], process_set=first)
+            assert torch.allclose(avg[0], sum(_vals(q, 5) for q in members) / m)
+        ag = hvd.grouped_allgather([_vals(r, 0, r + 1), _vals(r, 1, 2)],
+                                   process_set=first)
+        assert torch.equal(ag[0], torch.cat([_vals(q, 0, q + 1)
+                                             for q in members]))
+        assert torch.equal(ag[1], torch.cat([_vals(q, 1, 2) for q in members]))
+        rows = 2 * m + 1
+        rs = hvd.grouped_reducescatter([_vals(r, 3, rows)], op=hvd.Sum,
+                                       process_set=first)
+        full = sum(_vals(q, 3, rows) for q in members)
+        start = k * (rows // m) + min(k, rows % m)
+        assert torch.equal(rs[0], full[start:start + rs[0].shape[0]])
+        # Alltoall by the set's ranks: splits are one per member.
+        sp = _a2a_splits(k, m)
+        x = _vals(r, 4, 2 * sum(sp)).reshape(-1, 2)
+        out, received = hvd.alltoall(x, splits=sp, process_set=first)
+        want, wsp = [], []
+        for i, q in enumerate(members):
+            qs = _a2a_splits(i, m)
+            qx = _vals(q, 4, 2 * sum(qs)).reshape(-1, 2)
+            off = sum(qs[:k])
+            want.append(qx[off:off + qs[k]])
+            wsp.append(qs[k])
+        assert torch.equal(out, torch.cat(want))
+        assert received.tolist() == wsp
+        eq = hvd.alltoall(_vals(r, 6, 3 * m), process_set=first)
+        assert torch.equal(eq, torch.cat([_vals(q, 6, 3 * m)[3 * k:3 * k + 3]
+                                          for q in members]))
+        with pytest.raises(ValueError, match="not a member"):
+            hvd.grouped_allreduce([torch.ones(2)], process_set=last)
+        with pytest.raises(ValueError, match="not a member"):
+            hvd.alltoall(torch.ones(2), process_set=last)
+        with pytest.raises(ValueError, match="one per rank"):
+            hvd.alltoall(torch.ones(m + 1), splits=[1] * (m + 1),
+                         process_set=first)
+    else:
+        with pytest.raises(ValueError, match="not a member"):
+            hvd.grouped_allreduce([torch.ones(2)], process_set=first)
+        with pytest.raises(ValueError, match="not a member"):
+            hvd.alltoall(torch.ones(2), process_set=first)
+        got = hvd.grouped_allreduce([_vals(r, 0), _vals(r, 1)], op=hvd.Sum,
+                                    process_set=last)
+        assert torch.equal(got[0], _vals(r, 0))
+        out, received = hvd.alltoall(_vals(r, 2, 4), splits=[4],
+                                     process_set=last)
+        assert torch.equal(out, _vals(r, 2, 4)) and received.tolist() == [4]
+    total = hvd.allreduce(torch.ones(1), op=hvd.Sum, name="after_grouped")
     assert total.item() == n
 
 
@@ -146,3 +218,43 @@ def test_broadcast_fails_while_a_rank_is_joined():
             hvd.broadcast(torch.ones(4), 1, name="jn.bcast")
         last = hvd.join()
     assert last != 0 or hvd.size() == 1
+
+
+def test_grouped_allreduce_with_joined_ranks():
+    n, r = hvd.size(), hvd.rank()
+    for step in range(r + 1):
+        ins = [_vals(r, step), _vals(r, step + 1, 5)]
+        got = hvd.grouped_allreduce(ins, op=hvd.Sum, name="jn.grouped")
+        unnamed = hvd.grouped_allreduce(ins)
+        # Ranks with fewer steps have joined and add zeros to every member.
+        live = [k for k in range(n) if step < k + 1]
+        for g, t in enumerate((got, unnamed)):
+            w0 = sum(_vals(k, step) for k in live)
+            w1 = sum(_vals(k, step + 1, 5) for k in live)
+            if g == 1:
+                w0, w1 = w0 / n, w1 / n
+            assert torch.allclose(t[0], w0) and torch.allclose(t[1], w1)
+    assert hvd.join() == n - 1
+
+
+def test_alltoall_and_grouped_allgather_fail_while_a_rank_is_joined():
+    n, r = hvd.size(), hvd.rank()
+    if r == 0:
+        last = hvd.join()
+    else:
+        with pytest.raises(HorovodInternalError,
+                           match="Alltoall is not supported with join"):
+            hvd.alltoall(torch.ones(2 * n), name="jn.a2a")
+        with pytest.raises(HorovodInternalError,
+                           match="Allgather is not supported with join"):
+            hvd.grouped_allgather([torch.ones(2), torch.ones(3)],
+                                  name="jn.gag")
+        with pytest.raises(HorovodInternalError,
+                           match="Reducescatter is not supported with join"):
+            hvd.grouped_reducescatter([torch.ones(2 * n)], name="jn.grs")
+        # A grouped allreduce still runs, rank 0 adding zeros.
+        got = hvd.grouped_allreduce([torch.ones(3)], op=hvd.Sum,
+                                    name="jn.gar")
+        assert got[0].tolist() == [float(n - 1)] * 3
+        last = hvd.join()
+    assert last != 0 or n == 1
