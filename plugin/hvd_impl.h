@@ -104,5 +104,10 @@ int cg__hvd_psets_register(cg__hvd_t *h, const int *sorted, int n);
  * initialized and dynamic checks. */
 int cg__hvd_psets_add(cg__hvd_t *h, const int *ranks, int nranks);
 int cg__hvd_psets_remove(cg__hvd_t *h, int id);
+/* Drops id from the table (its id reused later); no-op if absent. */
+void cg__hvd_psets_unregister(cg__hvd_t *h, int id);
+/* After the core started: the sets registered at horovod_init get their
+ * cores too (collective, in registration order). */
+cg_status_t cg__hvd_psets_start(cg__hvd_t *h);
 
 #endif

@@ -285,6 +285,8 @@ cg_status_t cg__hvd_create(const int *ranks, int nranks, const int *ps_ranks,
         goto err_destroy;
     }
     st = cg__hvd_core(h);
+    if (st == CG_OK)
+        st = cg__hvd_psets_start(h);
     if (st != CG_OK)
         goto err_destroy;
     cg_mem_free(&h->mem, CG_MEM_CAT_CONTROL, scratch, scratch_len);

@@ -4,12 +4,15 @@
  * whole world; a set holds ascending Horovod ranks; a set whose ranks
  * equal an existing one's is refused (-6); new ids reuse removed ones
  * first-in first-out, else count up; ids are listed in registration order.
- * Adding and removing are collective and agreed through the bootstrap.
- * Layer: plugin; calls plugin/hvd_agree and core/base.
+ * Adding and removing are collective and agreed through the bootstrap;
+ * with a collective core, each set also gets its core there
+ * (cg_hvd_process_set_add), so collectives run on it.
+ * Layer: plugin; calls plugin/hvd_agree, collguard/hvd.h and core/base.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "collguard/hvd.h"
 #include "core/base/error.h"
 #include "plugin/hvd_impl.h"
 
@@ -194,6 +197,13 @@ int cg__hvd_psets_add(cg__hvd_t *h, const int *ranks, int nranks)
         if (ret == CG_HVD_PS_ERR_EXISTING_SET)
             cg_info(h->log, "horovod_add_process_set: a process set with "
                     "these %d ranks exists", req.n);
+        if (ret > 0 && h->core != NULL &&
+            cg_hvd_process_set_add(h->core, ret, sorted, req.n) != CG_OK) {
+            /* The same verdict on every rank: the set is not added. */
+            cg_error(h->log, "horovod_add_process_set: %s", cg_last_error());
+            cg__hvd_psets_unregister(h, ret);
+            ret = CG_HVD_PS_ERR_SHUTDOWN;
+        }
     }
     cg_mem_free(&h->mem, CG_MEM_CAT_CONTROL, sorted, len);
     return ret;
@@ -227,10 +237,42 @@ int cg__hvd_psets_remove(cg__hvd_t *h, int id)
             cg_error(h->log, "horovod_remove_process_set(%d): %s", id, why);
         return CG_HVD_PS_ERR_UNKNOWN_SET;
     }
+    if (h->core != NULL && cg_hvd_process_set_remove(h->core, id) != CG_OK) {
+        cg_error(h->log, "horovod_remove_process_set(%d): %s", id,
+                 cg_last_error());
+        return CG_HVD_PS_ERR_SHUTDOWN;
+    }
+    cg__hvd_psets_unregister(h, id);
+    return id;
+}
+
+void cg__hvd_psets_unregister(cg__hvd_t *h, int id)
+{
+    cg__hvd_psets_t *t = &h->ps;
+    int i;
+
+    for (i = 0; i < t->count && t->sets[i].id != id; i++)
+        ;
+    if (i == t->count)
+        return;
     cg__hvd_pset_free(h, &t->sets[i]);
     memmove(&t->sets[i], &t->sets[i + 1],
             (size_t)(t->count - i - 1) * sizeof(*t->sets));
     t->count--;
     t->free_ids[t->nfree++] = id;
-    return id;
+}
+
+cg_status_t cg__hvd_psets_start(cg__hvd_t *h)
+{
+    for (int i = 0; h->core != NULL && i < h->ps.count; i++) {
+        const cg__hvd_pset_t *ps = &h->ps.sets[i];
+        cg_status_t st;
+
+        if (ps->id == 0)
+            continue;
+        st = cg_hvd_process_set_add(h->core, ps->id, ps->ranks, ps->size);
+        if (st != CG_OK)
+            return st;
+    }
+    return CG_OK;
 }

@@ -18,9 +18,7 @@
 #include "cg_build.h"
 #include "core/base/error.h"
 #include "transport/rendezvous.h"
-#if CG_HAVE_MPI
 #include "transport/bootstrap_impl.h"
-#endif
 
 struct cg_bootstrap {
     cg_bootstrap_params_t p;
@@ -234,6 +232,35 @@ void cg_bootstrap_destroy(cg_bootstrap_t *bs)
 #endif
     mem = bs->p.mem;
     cg_mem_free(&mem, CG_MEM_CAT_CONTROL, bs, sizeof(*bs));
+}
+
+cg_status_t cg__bs_wrap(const cg_bootstrap_params_t *params,
+                        const cg_bootstrap_env_t *env, uint64_t cookie,
+                        cg_rdv_t *rdv, cg_bootstrap_t **bs_p)
+{
+    cg_bootstrap_t *bs = cg_mem_alloc(&params->mem, CG_MEM_CAT_CONTROL,
+                                      sizeof(*bs));
+
+    if (bs == NULL)
+        return cg_error_set(CG_ERR_NO_MEMORY, "bootstrap: no memory for a "
+                            "group's bootstrap");
+    memset(bs, 0, sizeof(*bs));
+    bs->p = *params;
+    bs->env = *env;
+    bs->cookie = cookie;
+    bs->rdv = rdv;
+    *bs_p = bs;
+    return CG_OK;
+}
+
+const cg_bootstrap_params_t *cg__bs_params(const cg_bootstrap_t *bs)
+{
+    return &bs->p;
+}
+
+void cg__bs_set_env(cg_bootstrap_t *bs, const cg_bootstrap_env_t *env)
+{
+    bs->env = *env;
 }
 
 const cg_bootstrap_env_t *cg_bootstrap_env(const cg_bootstrap_t *bs)

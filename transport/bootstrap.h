@@ -109,4 +109,20 @@ cg_status_t cg_bootstrap_bcast(cg_bootstrap_t *bs, void *buf, size_t len,
                                int root);
 cg_status_t cg_bootstrap_barrier(cg_bootstrap_t *bs);
 
+/* A bootstrap over some of parent's ranks (bootstrap_group.c), for a
+ * communicator of a process set. Collective over every rank of parent,
+ * each passing the same ranks (n ascending parent ranks) and tag (a
+ * group id, mixed into the new cookie); only members connect to each
+ * other afterwards: the first member serves a TCP rendezvous on the
+ * interface ifname picks (NCCL_SOCKET_IFNAME syntax, NULL/"" auto) and
+ * its address reaches the others in one bcast of parent. A member gets
+ * a bootstrap whose rank is its index in ranks (source as parent's,
+ * local and cross rank/size derived among the members); a non-member
+ * gets *bs_p NULL. Bounded by parent's timeout; a failure breaks
+ * parent's bootstrap only if its bcast failed. */
+cg_status_t cg_bootstrap_create_group(cg_bootstrap_t *parent,
+                                      const int *ranks, int n, uint64_t tag,
+                                      const char *ifname,
+                                      cg_bootstrap_t **bs_p);
+
 #endif

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The bootstrap's private interface to its MPI source (bootstrap_mpi.c,
- * built only with MPI), which bootstrap.c calls. Layer: transport.
+ * built only with MPI), which bootstrap.c calls, and the two calls
+ * bootstrap_group.c builds a group's bootstrap with. Layer: transport.
  */
 #ifndef CG_TRANSPORT_BOOTSTRAP_IMPL_H
 #define CG_TRANSPORT_BOOTSTRAP_IMPL_H
@@ -23,5 +24,14 @@ void cg__bs_mpi_destroy(cg__bs_mpi_t *mpi);
 cg_status_t cg__bs_mpi_collective(cg__bs_mpi_t *mpi, cg_rdv_op_t op,
                                   int root, const void *mine, void *out,
                                   size_t len);
+
+/* bootstrap.c: a bootstrap object over an rdv already connected (owned
+ * from now on, destroyed with it; NULL for a group of one), with env and
+ * cookie as given; the parent's params (allocator, timeout, log). */
+cg_status_t cg__bs_wrap(const cg_bootstrap_params_t *params,
+                        const cg_bootstrap_env_t *env, uint64_t cookie,
+                        cg_rdv_t *rdv, cg_bootstrap_t **bs_p);
+const cg_bootstrap_params_t *cg__bs_params(const cg_bootstrap_t *bs);
+void cg__bs_set_env(cg_bootstrap_t *bs, const cg_bootstrap_env_t *env);
 
 #endif

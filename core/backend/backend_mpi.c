@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The MPI backend of the Horovod shim (built with MPI): MPI_Allreduce,
- * MPI_Bcast, MPI_Reduce_scatter and MPI_Alltoallv on host buffers over a duplicate of MPI_COMM_WORLD whose ranks
- * are the core's (errors returned, not fatal). The engine's rules are
+ * MPI_Bcast, MPI_Reduce_scatter and MPI_Alltoallv on host buffers over a
+ * duplicate of MPI_COMM_WORLD whose ranks are the core's, or a process
+ * set's communicator of its members (errors returned, not fatal). The
+ * engine's rules are
  * kept: prescale and postscale by core/reduce/reduce.h's kernels, average as a
  * sum finished by cg_reduce_post, and user-defined MPI ops that call
  * cg_reduce where MPI has no type (f16, bf16) or other NaN/-0 rules (f32
@@ -498,6 +500,17 @@ static cg_status_t cg__mpi_check(const cg_backend_params_t *p)
                             p->var);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    if (p->set_ranks != NULL) { /* a process set: MPI over the members */
+        if (wsize <= p->set_ranks[p->size - 1] ||
+            wrank != p->set_ranks[p->rank])
+            return cg_error_set(CG_ERR_UNSUPPORTED, "%s=MPI on process set "
+                                "%d: MPI_COMM_WORLD has this process as rank "
+                                "%d of %d, but the set has it as job rank %d; "
+                                "MPI must span the job's ranks in order",
+                                p->var, p->set_id, wrank, wsize,
+                                p->set_ranks[p->rank]);
+        return CG_OK;
+    }
     if (wsize != p->size || wrank != p->rank)
         return cg_error_set(CG_ERR_UNSUPPORTED, "%s=MPI: MPI_COMM_WORLD has "
                             "this process as rank %d of %d, but the job "
@@ -505,6 +518,32 @@ static cg_status_t cg__mpi_check(const cg_backend_params_t *p)
                             "exactly the job's ranks in the same order",
                             p->var, wrank, wsize, src, p->rank, p->size);
     return CG_OK;
+}
+
+/* The backend's communicator: a duplicate of MPI_COMM_WORLD, or for a
+ * process set one of its members (collective over them alone, so ranks
+ * outside the set never call it), tagged with the set's id. */
+static int cg__mpi_comm(const cg_backend_params_t *p, MPI_Comm *comm_p,
+                        const char **what_p)
+{
+    MPI_Group world, group;
+    int rc;
+
+    if (p->set_ranks == NULL) {
+        *what_p = "MPI_Comm_dup";
+        return MPI_Comm_dup(MPI_COMM_WORLD, comm_p);
+    }
+    *what_p = "MPI_Comm_create_group";
+    rc = MPI_Comm_group(MPI_COMM_WORLD, &world);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = MPI_Group_incl(world, p->size, p->set_ranks, &group);
+    if (rc == MPI_SUCCESS) {
+        rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, p->set_id, comm_p);
+        MPI_Group_free(&group);
+    }
+    MPI_Group_free(&world);
+    return rc;
 }
 
 cg_status_t cg_backend_mpi_create(const cg_backend_params_t *params,
@@ -542,8 +581,7 @@ cg_status_t cg_backend_mpi_create(const cg_backend_params_t *params,
                                (void **)&be->a2a);
     if (st != CG_OK)
         goto err_free;
-    what = "MPI_Comm_dup";
-    rc = MPI_Comm_dup(MPI_COMM_WORLD, &be->comm);
+    rc = cg__mpi_comm(params, &be->comm, &what);
     if (rc == MPI_SUCCESS) {
         what = "MPI_Comm_set_errhandler";
         rc = MPI_Comm_set_errhandler(be->comm, MPI_ERRORS_RETURN);
@@ -558,8 +596,10 @@ cg_status_t cg_backend_mpi_create(const cg_backend_params_t *params,
                           params->var, what, cg__mpi_text(rc, text), rc);
         goto err_free;
     }
-    cg_debug(params->log, "mpi backend on a duplicate of MPI_COMM_WORLD, %d "
-             "ranks", be->size);
+    cg_debug(params->log, "mpi backend on %s, %d ranks",
+             params->set_ranks != NULL ? "a process set's communicator"
+                                       : "a duplicate of MPI_COMM_WORLD",
+             be->size);
     *be_p = &be->super;
     return CG_OK;
 

@@ -103,6 +103,13 @@ typedef struct cg_backend_params {
     cg_backend_mem_t mem;    /* the role: host tensors or CUDA tensors */
     const char *var;         /* the variable that chose it, for messages:
                                 "HOROVOD_CPU_OPERATIONS" */
+    /* A process set's core: its members' job ranks (size of them,
+     * ascending; rank is the index here) and its id. NULL: every rank of
+     * the job, rank and size the job's. MPI then runs on a communicator
+     * of the members (MPI_Comm_create_group, collective over them only);
+     * NCCL on one it makes over comm, as for the whole job. */
+    const int *set_ranks;
+    int set_id;
 } cg_backend_params_t;
 
 /* Collective over the core's ranks (every rank creates the same kinds in

@@ -9,7 +9,9 @@
  * small allreduce agrees that every rank could, so a rank without memory
  * fails the tensor on every rank and the job goes on; then the rows move
  * on the host backend's alltoallv (MPI_Alltoallv) or the engine's
- * pairwise exchange (cg_alltoallv; CUDA tensors always). Background
+ * pairwise exchange (cg_alltoallv; CUDA tensors always), all among the
+ * members of t's process set (routed at the enqueue: splits, ranks and
+ * the backend's communicator are the set's). Background
  * thread only, but the enqueue. Layer: core/engine; calls core/coll/coll.h,
  * the backends, the GPU data path's copies (hvd_copy.h) and the governor.
  */
@@ -71,8 +73,10 @@ cg_status_t cg_hvd_enqueue_alltoall(cg_hvd_core_h core,
     cg_list_t batch;
     int64_t *a2a;
     size_t bytes;
-    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLTOALL, &w);
+    cg_status_t st = cg_hvd_route(&core, t, "alltoall");
 
+    if (st == CG_OK)
+        st = cg_hvd_check_tensor(core, t, CG_HVD_ALLTOALL, &w);
     if (st != CG_OK)
         return st;
     if (t->ndim == 0)

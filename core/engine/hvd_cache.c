@@ -106,10 +106,13 @@ bool cg_hvd_cache_lookup(cg_hvd_core_t *core, struct cg_hvd_req *req)
     cg_hvd_cache_t *c = &core->cache;
     cg_hvd_slot_t *s;
 
-    /* Names whose first dimension differs per rank, and grouped ones
-     * (hvd_group.c: a group is announced whole in one records round). */
+    /* Names whose first dimension differs per rank, grouped ones
+     * (hvd_group.c: a group is announced whole in one records round), and,
+     * while a rank is joined, every name: it goes through the records
+     * round, where joined ranks count as ready (hvd_join.c). */
     if (c->capacity == 0 || req->w.type == CG_HVD_ALLGATHER ||
-        req->w.type == CG_HVD_ALLTOALL || req->w.group_n > 0)
+        req->w.type == CG_HVD_ALLTOALL || req->w.group_n > 0 ||
+        core->n_joined > 0)
         return false;
     s = cg__find(c, req->hash, req->w.name);
     /* Different parameters: announced; the record evicts the slot. */

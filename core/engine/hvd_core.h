@@ -239,7 +239,27 @@ struct cg_hvd_core {
     size_t *rs_counts;        /* size elements: a reducescatter's blocks
                                  (allocated at create, so no rank can fail
                                  to allocate it alone mid-collective) */
+    /* Process sets (hvd_sets.c): every set other than the global one has
+     * a core of its own over its members (own bootstrap, communicator,
+     * backends, thread); the global core holds the table. */
+    cg_bootstrap_t *bs;       /* the core's: ctx->bs, or the set's own */
+    struct cg_hvd_sets *sets; /* the global core's table; NULL in a set's */
+    cg_hvd_core_t *parent;    /* a set's core: the global core; else NULL */
+    int32_t set_id;           /* 0: the global core */
+    int *set_ranks;           /* a set's core: job rank of each set rank */
+    uint64_t set_adds;        /* global core: sets added (each set's
+                                 bootstrap cookie differs) */
+    /* Join (hvd_join.c), background thread only: ranks that joined, in
+     * the order every rank shares; this rank's join request. */
+    uint64_t *joined;         /* bitmap, (size + 63) / 64 words */
+    int n_joined, last_joined;
+    struct cg_hvd_req *join_req;
 };
+
+/* The wire type of a join (not a cg_hvd_op_type_t: it carries no tensor
+ * and never reaches execution) and Horovod's name for it. */
+#define CG_HVD_WIRE_JOIN 100
+#define CG_HVD_JOIN_NAME "join.noname"
 
 typedef struct cg_hvd_name {
     cg_list_t link;
@@ -275,8 +295,9 @@ void cg_hvd_batch_commit(cg_hvd_core_t *core, cg_list_t *batch, size_t n,
                          uint64_t groups);
 void cg_hvd_batch_abort(cg_hvd_core_t *core, cg_list_t *batch,
                         cg_status_t st, const char *msg);
-/* The wire of each op's enqueue: cg_hvd_check_tensor plus that op's own
- * checks (cg_last_error() set on failure). */
+/* The wire of each op's enqueue (hvd_ops.c; reducescatter's in
+ * hvd_rscatter.c): cg_hvd_check_tensor plus that op's own checks
+ * (cg_last_error() set on failure), on the core already routed to. */
 cg_status_t cg_hvd_allreduce_wire(cg_hvd_core_t *core,
                                   const cg_hvd_tensor_t *t, cg_redop_t op,
                                   double prescale, double postscale,
@@ -287,6 +308,13 @@ cg_status_t cg_hvd_reducescatter_wire(cg_hvd_core_t *core,
                                       const cg_hvd_tensor_t *t, cg_redop_t op,
                                       double prescale, double postscale,
                                       cg_hvd_wire_t *w);
+/* Background thread: a request of the core's own standing in for this
+ * rank in a collective it did not enqueue (a joined rank's part of an
+ * allreduce): w's parameters, input and output zeros (STAGING memory,
+ * freed with the request), on the owned list and already released, so
+ * completing or failing it recycles it. */
+cg_status_t cg_hvd_req_stand_in(cg_hvd_core_t *core, const cg_hvd_wire_t *w,
+                                struct cg_hvd_req **req_p);
 /* Completes a request (and its followers) under the lock; msg may be NULL
  * on success. Only a request someone waits on wakes the waiters. */
 void cg_hvd_req_complete(cg_hvd_core_t *core, struct cg_hvd_req *req,
@@ -441,7 +469,61 @@ void cg_hvd_group_check(cg_hvd_core_t *core);
  * request. A failed exchange breaks the comm. */
 cg_status_t cg_hvd_alltoall_run(cg_hvd_core_t *core, size_t i);
 
-/* hvd_cycle.c: the background thread. */
+/* hvd_cycle.c: the background thread, and a core's parts (hvd_life.c
+ * drives them). A core over bs (ctx->bs for the global core); for a process set's core
+ * parent is the global core, id the set's and ranks (bs's size of them)
+ * its members' job ranks, copied. A set's core writes no timeline or
+ * metrics and leaves the governor's sampling to the global core. */
+cg_status_t cg_hvd_core_make(cg_ctx_h ctx, cg_bootstrap_t *bs,
+                             cg_hvd_core_t *parent, int32_t id,
+                             const int *ranks, cg_hvd_core_t **core_p);
+/* A removed set's core: its thread stopped (every member removes it, so
+ * all stop together), pending requests failed with msg, communicator,
+ * backends, buffers and bootstrap freed. What enqueue and requests still
+ * touch stays until cg_hvd_core_free (the global core's destroy). */
+void cg_hvd_core_retire(cg_hvd_core_t *core, const char *msg);
+void cg_hvd_core_free(cg_hvd_core_t *core);
 void *cg_hvd_cycle_main(void *arg);
+
+/* hvd_sets.c: the process-set table of the global core. */
+cg_status_t cg_hvd_sets_create(cg_hvd_core_t *core);
+/* Frees the table (empty it with cg_hvd_sets_pop first). */
+void cg_hvd_sets_destroy(cg_hvd_core_t *core);
+/* Takes the cores out, one a call: sets still registered (*stopped_p
+ * false), then removed ones (already retired); NULL once empty. */
+cg_hvd_core_t *cg_hvd_sets_pop(cg_hvd_core_t *core, bool *stopped_p);
+bool cg_hvd_sets_has(cg_hvd_core_t *core, int32_t id);
+/* Registers set id (ranks copied; sc NULL where this rank is not in it). */
+cg_status_t cg_hvd_sets_insert(cg_hvd_core_t *core, int32_t id,
+                               const int *ranks, int n, cg_hvd_core_t *sc);
+/* Removal: room for one more stopped core first (may fail), then the set
+ * leaves the table (its core returned, NULL if not a member), then its
+ * core, once retired, is kept until the global core goes. */
+cg_status_t cg_hvd_sets_reserve_gone(cg_hvd_core_t *core);
+cg_hvd_core_t *cg_hvd_sets_unlink(cg_hvd_core_t *core, int32_t id);
+void cg_hvd_sets_keep_gone(cg_hvd_core_t *core, cg_hvd_core_t *sc);
+/* Every enqueue starts here: *core_p (the core the caller passed) becomes
+ * the core of the process set t names (CG_HVD_TENSOR_FIELD_PROCESS_SET;
+ * none or 0: the global core itself). An unknown or removed id, or a set
+ * this rank is not a member of, is CG_ERR_INVALID_PARAM naming `what`
+ * ("allreduce"). Grouped operations route once for the group. */
+cg_status_t cg_hvd_route(cg_hvd_core_t **core_p, const cg_hvd_tensor_t *t,
+                         const char *what);
+cg_status_t cg_hvd_route_id(cg_hvd_core_t **core_p, int32_t id,
+                            const char *what);
+/* A job rank's rank in core's set (root of a broadcast); -1 when it is not
+ * a member. And back: the job rank of a set rank. */
+int cg_hvd_set_rank_of(const cg_hvd_core_t *core, int job_rank);
+int cg_hvd_job_rank_of(const cg_hvd_core_t *core, int set_rank);
+
+/* hvd_join.c. Negotiation calls the first when a join record arrives
+ * (rank r's, req this rank's own or NULL), the second after each records
+ * round: while ranks are joined, every name announced by all the others
+ * is ready (allreduces with zeros from the joined ranks, other ops failed
+ * on every rank as Horovod fails them), and once every rank joined the
+ * joins complete with the last rank to join. */
+void cg_hvd_join_announce(cg_hvd_core_t *core, int rank,
+                          struct cg_hvd_req *req);
+cg_status_t cg_hvd_join_round(cg_hvd_core_t *core, int joined_before);
 
 #endif

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Life of the Horovod shim's core: create (transport and communicator
- * over the context's bootstrap, then the background thread), the thread's
- * cycle (take the inbox, negotiate, execute, tick the governor, publish
- * stats, sleep out CG_CYCLE_TIME) and destroy (a stop every rank agrees
- * on, pending requests failed, everything freed). Layer: core/engine; calls
+ * over the context's bootstrap, or a process set's own, then the
+ * background thread), the thread's cycle (take the inbox, negotiate,
+ * execute, tick the governor, publish stats, sleep out CG_CYCLE_TIME) and
+ * destroy (a stop every rank agrees on, pending requests failed,
+ * everything freed; a removed set's core is retired first and freed with
+ * the global core). Layer: core/engine; calls
  * transport/transport.h, core/coll/comm.h and the governor.
  */
 #include <stdio.h>
@@ -80,9 +82,15 @@ void *cg_hvd_cycle_main(void *arg)
         t2 = cg_now_ns();
         core->tstats.negotiate_ns += t2 - t1;
         if (st == CG_OK && stop_rank >= 0) {
-            snprintf(msg, sizeof(msg), "the collective core was shut down "
-                     "(rank %d called cg_hvd_core_destroy) with this request "
-                     "pending", stop_rank);
+            if (core->parent != NULL)
+                snprintf(msg, sizeof(msg), "process set %d was removed (or "
+                         "the core shut down: rank %d stopped it) with this "
+                         "request pending", (int)core->set_id,
+                         core->set_ranks[stop_rank]);
+            else
+                snprintf(msg, sizeof(msg), "the collective core was shut "
+                         "down (rank %d called cg_hvd_core_destroy) with "
+                         "this request pending", stop_rank);
             cg__die(core, CG_ERR_CANCELED, msg);
             break;
         }
@@ -97,7 +105,8 @@ void *cg_hvd_cycle_main(void *arg)
             cg__die(core, st, msg);
             break;
         }
-        (void)cg_governor_tick(core->gov);
+        if (core->parent == NULL) /* sampling: one thread, the global's */
+            (void)cg_governor_tick(core->gov);
         cg_hvd_metrics_tick(core);
         cg_hvd_tl_cycle_end(core);
         pthread_mutex_lock(&core->lock);
@@ -148,7 +157,7 @@ static void cg__free_buffers(cg_hvd_core_t *core)
 static cg_status_t cg__connect(cg_hvd_core_t *core)
 {
     const cg_config_t *cfg = &core->ctx->cfg;
-    cg_bootstrap_t *bs = core->ctx->bs;
+    cg_bootstrap_t *bs = core->bs;
     cg_transport_params_t tp = {cfg->transport, cg_bootstrap_cookie(bs),
                                 core->rank, cfg->timeout_ns,
                                 cfg->socket_ifname, cfg->socket_nsocks,
@@ -178,9 +187,10 @@ static cg_status_t cg__backends_create(cg_hvd_core_t *core)
     cg_backend_kind_t cpu = (cg_backend_kind_t)cfg->cpu_operations;
     cg_backend_kind_t gpu = cg_backend_resolve(
         (cg_backend_kind_t)cfg->gpu_operations);
-    cg_backend_params_t p = {core->gov, core->log, cfg, core->ctx->bs,
+    cg_backend_params_t p = {core->gov, core->log, cfg, core->bs,
                              core->comm, core->rank, core->size,
-                             CG_BACKEND_MEM_HOST, "HOROVOD_CPU_OPERATIONS"};
+                             CG_BACKEND_MEM_HOST, "HOROVOD_CPU_OPERATIONS",
+                             core->set_ranks, core->set_id};
     cg_backend_t *be_cpu, *be_gpu;
     cg_status_t st;
 
@@ -217,25 +227,61 @@ static void cg__backends_destroy(cg_hvd_core_t *core)
     core->be_gpu = NULL;
 }
 
-cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
+/* What a core allocates beside itself: the reducescatter blocks, the
+ * joined bitmap and a set's member list. */
+static size_t cg__joined_bytes(const cg_hvd_core_t *core)
 {
-    cg_hvd_core_t *core;
-    cg_status_t st;
+    return (size_t)(core->size + 63) / 64 * sizeof(uint64_t);
+}
 
-    if (ctx == NULL || core_p == NULL || ctx->bs == NULL)
-        return cg_error_set(CG_ERR_INVALID_PARAM, "cg_hvd_core_create: needs "
-                            "a context created with CG_CTX_PARAM_BOOTSTRAP "
-                            "and a non-NULL core_p");
-    st = cg_governor_alloc(ctx->gov, CG_MEM_CAT_CONTROL, sizeof(*core),
-                           (void **)&core);
-    if (st != CG_OK)
-        return st;
+static cg_status_t cg__arrays(cg_hvd_core_t *core, const int *ranks)
+{
+    cg_status_t st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
+                                       (size_t)core->size * sizeof(size_t),
+                                       (void **)&core->rs_counts);
+
+    if (st == CG_OK)
+        st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
+                               cg__joined_bytes(core),
+                               (void **)&core->joined);
+    if (st == CG_OK) {
+        memset(core->joined, 0, cg__joined_bytes(core));
+        core->last_joined = -1;
+    }
+    if (st == CG_OK && ranks != NULL) {
+        st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
+                               (size_t)core->size * sizeof(int),
+                               (void **)&core->set_ranks);
+        if (st == CG_OK)
+            memcpy(core->set_ranks, ranks, (size_t)core->size * sizeof(int));
+    }
+    return st;
+}
+
+static void cg__arrays_free(cg_hvd_core_t *core)
+{
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->rs_counts,
+                     (size_t)core->size * sizeof(size_t));
+    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->joined,
+                     cg__joined_bytes(core));
+    if (core->set_ranks != NULL)
+        cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->set_ranks,
+                         (size_t)core->size * sizeof(int));
+}
+
+/* The fields before anything is allocated or started. */
+static void cg__fields(cg_hvd_core_t *core, cg_ctx_h ctx, cg_bootstrap_t *bs,
+                       cg_hvd_core_t *parent, int32_t id)
+{
     memset(core, 0, sizeof(*core));
     core->ctx = ctx;
     core->gov = ctx->gov;
     core->log = &ctx->log;
-    core->rank = cg_bootstrap_rank(ctx->bs);
-    core->size = cg_bootstrap_size(ctx->bs);
+    core->bs = bs;
+    core->parent = parent;
+    core->set_id = id;
+    core->rank = cg_bootstrap_rank(bs);
+    core->size = cg_bootstrap_size(bs);
     core->cycle_ns = ctx->cfg.cycle_time_ns;
     core->dup_policy = (cg_dup_policy_t)ctx->cfg.duplicate_policy;
     cg_list_init(&core->inbox);
@@ -247,19 +293,31 @@ cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
     cg_list_init(&core->warned);
     cg_list_init(&core->owned);
     cg_list_init(&core->table);
+}
+
+cg_status_t cg_hvd_core_make(cg_ctx_h ctx, cg_bootstrap_t *bs,
+                             cg_hvd_core_t *parent, int32_t id,
+                             const int *ranks, cg_hvd_core_t **core_p)
+{
+    cg_hvd_core_t *core;
+    cg_status_t st;
+
+    st = cg_governor_alloc(ctx->gov, CG_MEM_CAT_CONTROL, sizeof(*core),
+                           (void **)&core);
+    if (st != CG_OK)
+        return st;
+    cg__fields(core, ctx, bs, parent, id);
     st = cg_hvd_gpu_create(core->gov, core->log, core->rank, &core->ctx->cfg,
                            &core->gpu);
-    if (st != CG_OK)
-        goto err_free;
-    st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
-                           (size_t)core->size * sizeof(size_t),
-                           (void **)&core->rs_counts);
+    if (st == CG_OK)
+        st = cg__arrays(core, parent != NULL ? ranks : NULL);
     if (st != CG_OK)
         goto err_free;
     st = cg__sync_init(core);
     if (st != CG_OK)
         goto err_free;
-    st = cg_hvd_metrics_start(core);
+    if (parent == NULL) /* a set writes no metrics of its own */
+        st = cg_hvd_metrics_start(core);
     if (st != CG_OK)
         goto err_sync;
     st = cg__connect(core);
@@ -268,15 +326,21 @@ cg_status_t cg_hvd_core_create(cg_ctx_h ctx, cg_hvd_core_h *core_p)
     st = cg__backends_create(core);
     if (st != CG_OK)
         goto err_comm;
-    cg_hvd_timeline_init(core);
+    if (parent == NULL) /* nor a timeline */
+        cg_hvd_timeline_init(core);
     if (pthread_create(&core->thread, NULL, cg_hvd_cycle_main, core) != 0) {
         st = cg_error_set(CG_ERR_NO_MEMORY, "cg_hvd_core_create: "
                           "pthread_create: %m");
         goto err_backends;
     }
-    cg_info(core->log, "hvd core ready: %d ranks, cycle %.3f ms, transport "
-            "%s", core->size, core->cycle_ns / 1e6,
-            cg_transport_name(core->tp));
+    if (parent == NULL)
+        cg_info(core->log, "hvd core ready: %d ranks, cycle %.3f ms, "
+                "transport %s", core->size, core->cycle_ns / 1e6,
+                cg_transport_name(core->tp));
+    else
+        cg_debug(core->log, "process set %d: rank %d of %d, transport %s",
+                 (int)id, core->rank, core->size,
+                 cg_transport_name(core->tp));
     *core_p = core;
     return CG_OK;
 
@@ -293,36 +357,48 @@ err_sync:
     pthread_cond_destroy(&core->done_cond);
     pthread_mutex_destroy(&core->lock);
 err_free:
-    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->rs_counts,
-                     (size_t)core->size * sizeof(size_t));
+    cg__arrays_free(core);
     cg_hvd_gpu_destroy(core->gpu);
     cg_governor_free(ctx->gov, CG_MEM_CAT_CONTROL, core, sizeof(*core));
     return st;
 }
 
-void cg_hvd_core_destroy(cg_hvd_core_h core)
+void cg_hvd_core_retire(cg_hvd_core_t *core, const char *msg)
 {
-    if (core == NULL)
-        return;
     pthread_mutex_lock(&core->lock);
     core->stop = true;
     pthread_cond_broadcast(&core->wake_cond);
     pthread_mutex_unlock(&core->lock);
     pthread_join(core->thread, NULL);
+    pthread_mutex_lock(&core->lock);
+    if (!core->dead) { /* enqueues fail from now on */
+        core->dead = true;
+        core->dead_status = CG_ERR_CANCELED;
+        snprintf(core->dead_msg, sizeof(core->dead_msg), "%s", msg);
+    }
+    pthread_mutex_unlock(&core->lock);
     cg_hvd_timeline_fini(core);
-    cg_hvd_fail_all(core, CG_ERR_CANCELED, "the collective core was shut "
-                    "down with this request pending");
-    cg_hvd_queue_fini(core);
+    cg_hvd_fail_all(core, CG_ERR_CANCELED, msg);
     cg_hvd_metrics_stop(core, true);
     cg__free_buffers(core);
     cg__backends_destroy(core);
-    cg_hvd_gpu_destroy(core->gpu);
     cg_comm_destroy(core->comm);
     cg_transport_destroy(core->tp);
+    core->comm = NULL;
+    core->tp = NULL;
+    if (core->parent != NULL) { /* the set's own bootstrap */
+        cg_bootstrap_destroy(core->bs);
+        core->bs = NULL;
+    }
+}
+
+void cg_hvd_core_free(cg_hvd_core_t *core)
+{
+    cg_hvd_queue_fini(core);
+    cg_hvd_gpu_destroy(core->gpu);
     pthread_cond_destroy(&core->wake_cond);
     pthread_cond_destroy(&core->done_cond);
     pthread_mutex_destroy(&core->lock);
-    cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->rs_counts,
-                     (size_t)core->size * sizeof(size_t));
+    cg__arrays_free(core);
     cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core, sizeof(*core));
 }

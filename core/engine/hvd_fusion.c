@@ -318,7 +318,8 @@ cg_status_t cg_hvd_execute(cg_hvd_core_t *core)
                 cg_error(core->log, "%s", e->err);
             else
                 cg_debug(core->log, "%s", e->err);
-            cg_hvd_req_complete(core, e->local, CG_ERR_MISMATCH, e->err);
+            if (e->local != NULL) /* NULL: a joined rank's */
+                cg_hvd_req_complete(core, e->local, CG_ERR_MISMATCH, e->err);
             e->done = true;
             continue;
         }

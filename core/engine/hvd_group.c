@@ -5,7 +5,9 @@
  * cycle in one move, so every rank announces a group whole in one records
  * round and no member is ready anywhere before all are), the group's
  * checks before a ready list runs (a failed member fails the group); its
- * completion (no member done before all are) is hvd_queue.c's. Batches
+ * completion (no member done before all are) is hvd_queue.c's. A group
+ * runs on one process set, routed once (its members must all name it).
+ * Batches
  * (cg_hvd_batch_*) also carry alltoall's request. Layer: core/engine; calls hvd_queue.c and the governor.
  */
 #include <stdio.h>
@@ -58,6 +60,37 @@ static uint64_t cg__key(const cg_hvd_tensor_t *ts, int n)
     return h;
 }
 
+/* The process set a member names (0: none, the global one). */
+static int32_t cg__set_of(const cg_hvd_tensor_t *t)
+{
+    return (t->field_mask & CG_HVD_TENSOR_FIELD_PROCESS_SET) != 0
+               ? t->process_set
+               : 0;
+}
+
+/* One route for the whole group: every member must name the same set,
+ * and *core_p becomes that set's core (hvd_sets.c). */
+static cg_status_t cg__route(cg_hvd_core_t **core_p,
+                             const cg_hvd_tensor_t *ts, int n,
+                             const char *what)
+{
+    char where[64];
+    int32_t set = cg__set_of(&ts[0]);
+
+    for (int i = 1; i < n; i++)
+        if (cg__set_of(&ts[i]) != set)
+            return cg_error_set(CG_ERR_INVALID_PARAM, "grouped %s: member "
+                                "%d ('%s') is on process set %d, member 0 "
+                                "('%s') on process set %d; a group runs on "
+                                "one process set", what, i,
+                                ts[i].name != NULL ? ts[i].name : "(null)",
+                                (int)cg__set_of(&ts[i]),
+                                ts[0].name != NULL ? ts[0].name : "(null)",
+                                (int)set);
+    snprintf(where, sizeof(where), "grouped %s", what);
+    return cg_hvd_route_id(core_p, set, where);
+}
+
 /* Member i's wire, by the single-tensor call's checks. */
 static cg_status_t cg__wire(cg_hvd_core_t *core, cg_hvd_op_type_t type,
                             const cg_hvd_tensor_t *t, cg_redop_t op,
@@ -96,6 +129,9 @@ static cg_status_t cg__grouped(cg_hvd_core_t *core, cg_hvd_op_type_t type,
     if (n < 1 || n > CG_HVD_GROUP_MAX)
         return cg_error_set(CG_ERR_INVALID_PARAM, "grouped %s: %d tensors, "
                             "allowed 1 to %d", what, n, CG_HVD_GROUP_MAX);
+    st = cg__route(&core, ts, n, what);
+    if (st != CG_OK)
+        return st;
     for (int i = 0; i < n; i++) { /* every member valid before any goes */
         st = cg__wire(core, type, &ts[i], op, prescale, postscale, &w);
         if (st != CG_OK)

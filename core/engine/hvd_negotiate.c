@@ -120,6 +120,11 @@ static cg_status_t cg__announce(cg_hvd_core_t *core, int rank,
     cg_hvd_entry_t *e = NULL;
     cg_status_t st;
 
+    if (w->type == CG_HVD_WIRE_JOIN) { /* no tensor: hvd_join.c */
+        cg_hvd_join_announce(core, rank, req);
+        return CG_OK;
+    }
+
     CG_HVD_FOR(it, &core->tab_buckets[CG_HVD_BUCKET(hash)]) {
         cg_hvd_entry_t *x = cg_list_entry(it, cg_hvd_entry_t, bucket_link);
         if (x->hash == hash && strcmp(x->w.name, w->name) == 0) {
@@ -238,6 +243,7 @@ static cg_status_t cg__records(cg_hvd_core_t *core, size_t total,
     const size_t ws = sizeof(cg_hvd_wire_t);
     const int64_t *hdr = core->nhdr;
     size_t first_ready = core->ready_len;
+    int joined_before = core->n_joined;
     cg_hvd_wire_t *recs;
     cg_status_t st;
 
@@ -265,6 +271,9 @@ static cg_status_t cg__records(cg_hvd_core_t *core, size_t total,
                 return st;
         }
     }
+    st = cg_hvd_join_round(core, joined_before);
+    if (st != CG_OK)
+        return st;
     for (size_t i = first_ready; i < core->ready_len; i++) {
         st = cg_hvd_cache_insert(core, core->ready[i]);
         if (st != CG_OK)

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The framework-facing half of the Horovod shim's core: enqueue (checks,
- * the non-leaf broadcast rule, duplicate names by CG_DUPLICATE_POLICY),
+ * The framework-facing half of the Horovod shim's core: enqueue (the
+ * tensor checks, duplicate names by CG_DUPLICATE_POLICY; each op's own
+ * checks and its process-set route are hvd_ops.c's, hvd_rscatter.c's,
+ * hvd_group.c's and hvd_alltoall.c's),
  * the inbox and registry under the core's lock, and poll / wait / error /
  * release of requests, which are kept for reuse (the per-tensor path
  * allocates nothing once warm). Completion is called from the background
@@ -33,6 +35,8 @@ uint64_t cg_hvd_name_hash(const char *name)
 
 const char *cg_hvd_type_name(int32_t type)
 {
+    if (type == CG_HVD_WIRE_JOIN)
+        return "join";
     static const char *const names[] = {"allreduce", "broadcast",
                                         "allgather", "reducescatter",
                                         "alltoall"};
@@ -337,91 +341,42 @@ err_unlock:
     return st;
 }
 
-cg_status_t cg_hvd_allreduce_wire(cg_hvd_core_t *core,
-                                  const cg_hvd_tensor_t *t, cg_redop_t op,
-                                  double prescale, double postscale,
-                                  cg_hvd_wire_t *w)
+cg_status_t cg_hvd_req_stand_in(cg_hvd_core_t *core, const cg_hvd_wire_t *w,
+                                struct cg_hvd_req **req_p)
 {
-    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLREDUCE, w);
+    size_t count = cg_hvd_wire_count(w);
+    size_t bytes = count * cg_dtype_size((cg_dtype_t)w->dtype);
+    struct cg_hvd_req *req;
+    void *zeros = NULL;
+    cg_status_t st = CG_OK;
 
-    if (st != CG_OK)
+    if (bytes > 0)
+        st = cg_governor_alloc(core->gov, CG_MEM_CAT_STAGING, bytes, &zeros);
+    if (st == CG_OK)
+        st = cg__req_get_locked(core, w, &req);
+    if (st != CG_OK) {
+        cg_governor_free(core->gov, CG_MEM_CAT_STAGING, zeros, bytes);
         return st;
-    if (op < 0 || op >= CG_OP_COUNT || op == CG_OP_ADASUM)
-        return cg_error_set(CG_ERR_INVALID_PARAM, "allreduce of tensor '%s': "
-                            "op %s (%d) is not supported (sum, prod, max, "
-                            "min, average)", t->name, cg_redop_name(op),
-                            (int)op);
-    w->op = (int32_t)op;
-    w->prescale = prescale;
-    w->postscale = postscale;
-    return CG_OK;
-}
-
-cg_status_t cg_hvd_enqueue_allreduce(cg_hvd_core_h core,
-                                     const cg_hvd_tensor_t *t, cg_redop_t op,
-                                     double prescale, double postscale,
-                                     cg_hvd_req_h *req_p)
-{
-    cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_allreduce_wire(core, t, op, prescale, postscale,
-                                           &w);
-
-    if (st != CG_OK)
-        return st;
-    return cg_hvd_enqueue(core, t, CG_HVD_ALLREDUCE, &w, req_p);
-}
-
-cg_status_t cg_hvd_enqueue_broadcast(cg_hvd_core_h core,
-                                     const cg_hvd_tensor_t *t, int root,
-                                     cg_hvd_req_h *req_p)
-{
-    cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_BROADCAST, &w);
-
-    if (st != CG_OK)
-        return st;
-    if ((t->flags & CG_HVD_REQUIRES_GRAD) && !(t->flags & CG_HVD_IS_LEAF)) {
-        pthread_mutex_lock(&core->lock);
-        core->stats.nonleaf_rejected++;
-        pthread_mutex_unlock(&core->lock);
-        return cg_error_set(CG_ERR_INVALID_PARAM, "broadcast of tensor '%s': "
-                            "it requires grad and is not a leaf (it has a "
-                            "grad_fn), so broadcasting it would build autograd "
-                            "graph; broadcast the leaf tensor instead, or "
-                            ".detach() it first", t->name);
     }
-    if (root < 0 || root >= core->size)
-        return cg_error_set(CG_ERR_INVALID_PARAM, "broadcast of tensor '%s': "
-                            "root rank %d, the job has ranks 0 to %d",
-                            t->name, root, core->size - 1);
-    w.root = root;
-    return cg_hvd_enqueue(core, t, CG_HVD_BROADCAST, &w, req_p);
-}
-
-cg_status_t cg_hvd_allgather_wire(cg_hvd_core_t *core,
-                                  const cg_hvd_tensor_t *t, cg_hvd_wire_t *w)
-{
-    cg_status_t st = cg_hvd_check_tensor(core, t, CG_HVD_ALLGATHER, w);
-
-    if (st != CG_OK)
-        return st;
-    if (t->ndim == 0)
-        return cg_error_set(CG_ERR_INVALID_PARAM, "allgather of tensor '%s': "
-                            "a scalar has no first dimension to gather along",
-                            t->name);
+    if (bytes > 0)
+        memset(zeros, 0, bytes);
+    cg_list_init(&req->reg_link);
+    cg_list_init(&req->followers);
+    cg_list_init(&req->follow_link);
+    req->core = core;
+    req->gov = core->gov;
+    req->input = zeros;
+    req->output = zeros;
+    req->count = count;
+    req->hash = cg_hvd_name_hash(w->name);
+    req->gather = zeros; /* freed with the request */
+    req->gather_bytes = bytes;
+    req->released = true; /* recycled once completed */
+    cg_list_push(&core->owned, &req->link); /* failed with the rest */
+    cg_list_push(&core->req_live, &req->live_link);
+    pthread_mutex_unlock(&core->lock);
+    *req_p = req;
     return CG_OK;
-}
-
-cg_status_t cg_hvd_enqueue_allgather(cg_hvd_core_h core,
-                                     const cg_hvd_tensor_t *t,
-                                     cg_hvd_req_h *req_p)
-{
-    cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_allgather_wire(core, t, &w);
-
-    if (st != CG_OK)
-        return st;
-    return cg_hvd_enqueue(core, t, CG_HVD_ALLGATHER, &w, req_p);
 }
 
 static bool cg__req_finish(cg_hvd_core_t *core, struct cg_hvd_req *req,

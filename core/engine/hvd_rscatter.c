@@ -85,8 +85,11 @@ cg_status_t cg_hvd_enqueue_reducescatter(cg_hvd_core_h core,
                                          cg_hvd_req_h *req_p)
 {
     cg_hvd_wire_t w;
-    cg_status_t st = cg_hvd_reducescatter_wire(core, t, op, prescale,
-                                               postscale, &w);
+    cg_status_t st = cg_hvd_route(&core, t, "reducescatter");
+
+    if (st == CG_OK)
+        st = cg_hvd_reducescatter_wire(core, t, op, prescale, postscale,
+                                       &w);
 
     if (st != CG_OK)
         return st;

@@ -7,8 +7,11 @@
  * buffer and completes the requests. Grouped operations are negotiated,
  * run and completed as one unit; alltoall exchanges rows by splits.
  * The CPython module mpi_lib_v2 is a thin layer over these calls.
- * Thread-safe: every call here except cg_hvd_core_create/_destroy, which
- * are collective over the ranks and belong to one thread.
+ * Collectives may run on process sets (subsets of the ranks, each with
+ * its own communicator) and a rank out of data may join.
+ * Thread-safe: every call here except cg_hvd_core_create/_destroy and
+ * cg_hvd_process_set_add/_remove, which are collective over the ranks
+ * and belong to one thread.
  */
 #ifndef COLLGUARD_HVD_H
 #define COLLGUARD_HVD_H
@@ -46,7 +49,8 @@ enum {
 
 /* Optional fields of cg_hvd_tensor_t (its field_mask). */
 enum {
-    CG_HVD_TENSOR_FIELD_DEVICE = 1u << 0 /* device is set */
+    CG_HVD_TENSOR_FIELD_DEVICE = 1u << 0,     /* device is set */
+    CG_HVD_TENSOR_FIELD_PROCESS_SET = 1u << 1 /* process_set is set */
 };
 
 /* A named tensor. ndim 0 is a scalar (one element). output may equal
@@ -67,6 +71,12 @@ typedef struct cg_hvd_tensor {
      * no GPU is usable. The input must be ready at enqueue (synchronise
      * the stream that produced it); the output is ready once done. */
     int device;
+    /* The process set the collective runs on (cg_hvd_process_set_add):
+     * only its members negotiate and move the tensor, on the set's own
+     * communicator. 0, or the field not set: every rank. An unknown id,
+     * or a set this rank is not a member of, is CG_ERR_INVALID_PARAM at
+     * enqueue. Every enqueue (and cg_hvd_enqueue_join) takes it. */
+    int32_t process_set;
 } cg_hvd_tensor_t;
 
 /* Upper bounds, in seconds, of the collective latency histogram's
@@ -196,7 +206,9 @@ CG_API void cg_hvd_reducescatter_rows(int64_t dim0, int size, int rank,
  * (including the group itself: size, order, names) fails the whole group
  * on every rank. All or nothing: an error at enqueue returns no request.
  * A member's name already in flight is refused whatever
- * CG_DUPLICATE_POLICY says. Grouped requests bypass the response cache. */
+ * CG_DUPLICATE_POLICY says. Grouped requests bypass the response cache.
+ * Every member must name the same process set (else CG_ERR_INVALID_PARAM,
+ * no request); the group runs on that set's core. */
 #define CG_HVD_GROUP_MAX 65536
 CG_API cg_status_t cg_hvd_enqueue_grouped_allreduce(
     cg_hvd_core_h core, const cg_hvd_tensor_t *ts, int n, cg_redop_t op,
@@ -210,9 +222,10 @@ CG_API cg_status_t cg_hvd_enqueue_grouped_reducescatter(
 
 /* Alltoall (Horovod's): this rank's input rows along the first dimension
  * go, in order, splits[0] rows to rank 0, splits[1] to rank 1, ...
- * (splits: cg_hvd_core_size entries >= 0 summing to shape[0]; NULL: an
- * equal split, shape[0] divisible by the size); the result is what every
- * rank sent here, in rank order (cg_hvd_alltoall_result). ndim >= 1; the
+ * (splits: one entry >= 0 per rank of t's process set, summing to
+ * shape[0]; NULL: an equal split, shape[0] divisible by the set's size;
+ * ranks are the set's); the result is what every rank sent here, in rank
+ * order (cg_hvd_alltoall_result). ndim >= 1; the
  * first dimension may differ per rank, dtype and the others must match
  * (else every rank fails it, CG_ERR_MISMATCH). output is ignored. The
  * result (and a staged copy of a CUDA input) is governed memory; a rank
@@ -226,13 +239,56 @@ CG_API cg_status_t cg_hvd_enqueue_alltoall(cg_hvd_core_h core,
                                            cg_hvd_req_h *req_p);
 /* A done alltoall: the received data (host memory, owned by the request),
  * its first dimension and the rows received from each rank
- * (*recv_splits_p: cg_hvd_core_size entries, owned by the request). Valid
+ * (*recv_splits_p: one entry per rank of the set, owned by the request). Valid
  * until cg_hvd_release. CG_ERR_INVALID_PARAM if not a successfully done
  * alltoall. */
 CG_API cg_status_t cg_hvd_alltoall_result(cg_hvd_req_h req,
                                           const void **data_p,
                                           int64_t *first_dim_p,
                                           const int64_t **recv_splits_p);
+
+/* Process sets (Horovod's add_process_set / remove_process_set): both
+ * are collective over every rank of the core, which must pass the same
+ * arguments (checked: a difference fails the call on every rank with
+ * CG_ERR_MISMATCH naming a rank that differs). add registers set `id`
+ * (> 0, not in use) of the n ascending, distinct core ranks `ranks`; its
+ * members make its bootstrap, communicator and backends among
+ * themselves (MPI: a communicator of the members; NCCL: one over them at
+ * the first CUDA collective) and a background thread of its own, so a
+ * set's collectives never wait on ranks outside it and sets run side by
+ * side. Its ranks are the members' order; a broadcast's root is still a
+ * core (job) rank, as in Horovod. remove stops the set's thread on every
+ * member, fails its pending requests (CG_ERR_CANCELED), frees what it
+ * holds and makes the id unknown (it may be added again). The calling
+ * thread blocks until every rank is done; not concurrently with each
+ * other or cg_hvd_core_destroy. A set's counters are its own (not in
+ * cg_hvd_core_stats) and it writes no timeline or metrics. */
+CG_API cg_status_t cg_hvd_process_set_add(cg_hvd_core_h core, int32_t id,
+                                          const int *ranks, int nranks);
+CG_API cg_status_t cg_hvd_process_set_remove(cg_hvd_core_h core,
+                                             int32_t id);
+/* This rank's rank in process set id and the set's size (id 0: the
+ * core's); an unknown id or a set this rank is not in fails as an
+ * enqueue on it would (CG_ERR_INVALID_PARAM). */
+CG_API cg_status_t cg_hvd_process_set_rank(cg_hvd_core_h core, int32_t id,
+                                           int *rank_p, int *size_p);
+
+/* Horovod's join on process set `process_set` (0: every rank): this rank
+ * is out of data. Until every member has joined, allreduces the others
+ * enqueue complete here without a request, this rank contributing zeros
+ * (Average still divides by the set's size), and so do the members of a
+ * grouped allreduce (the group completes together as ever); broadcasts,
+ * allgathers, reducescatters and alltoalls, grouped or not, the others
+ * enqueue while a rank is joined fail on every rank that enqueued them
+ * (Horovod: not supported with join; a group fails whole), as do CUDA
+ * allreduces. The request completes on every member once all joined;
+ * cg_hvd_join_result then gives the last rank to join (a core rank; of
+ * ranks joining in one cycle, the highest). Names are not cached while
+ * any rank is joined. */
+CG_API cg_status_t cg_hvd_enqueue_join(cg_hvd_core_h core,
+                                       int32_t process_set,
+                                       cg_hvd_req_h *req_p);
+CG_API cg_status_t cg_hvd_join_result(cg_hvd_req_h req, int *last_rank_p);
 
 /* Non-zero once the request is done (successfully or not). A NULL
  * request counts as done: cg_hvd_wait returns CG_ERR_INVALID_PARAM for it

@@ -2,8 +2,9 @@
 """Process sets as Horovod's Python has them: ProcessSet objects (ranks,
 id once registered), global_process_set, add_process_set and
 remove_process_set over the C ABI with Horovod's error codes mapped to
-ValueError. The engine runs collectives on the global set only: an
-operation given another set raises NotImplementedError."""
+ValueError. Collectives take process_set= (the ops of collguard.torch)
+and run on that set's members only; an unknown set, or one this rank is
+not in, raises ValueError at the call, as Horovod."""
 import ctypes
 
 from collguard._native import CLIB

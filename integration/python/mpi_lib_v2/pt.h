@@ -6,8 +6,8 @@
  * is cleared (pt_handles.c), the collective bindings (pt_ops.c,
  * reducescatter in pt_rscatter.c, grouped ones in pt_group.c, alltoall
  * in pt_alltoall.c), what
- * runs once an operation is done, and barrier (pt_finish.c), the ones the
- * engine lacks (pt_missing.c) and collguard's extras (pt_extra.c).
+ * runs once an operation is done, and barrier (pt_finish.c), join
+ * (pt_join.c) and collguard's extras (pt_extra.c).
  * Every function here runs with the GIL held. Layer: integration; calls
  * include/collguard/hvd.h and libcollguard_hvd.so's exported functions.
  */
@@ -29,8 +29,9 @@ typedef enum {
     PT_OP_ALLGATHER = 2,
     PT_OP_BARRIER = 3,
     PT_OP_REDUCESCATTER = 4,
-    PT_OP_GROUP = 5,   /* members[]: one op of the kinds above each */
-    PT_OP_ALLTOALL = 6 /* keep[2]: the received splits' output */
+    PT_OP_GROUP = 5,    /* members[]: one op of the kinds above each */
+    PT_OP_ALLTOALL = 6, /* keep[2]: the received splits' output */
+    PT_OP_JOIN = 7
 } pt_op_kind_t;
 
 /* A tensor as the engine takes it, plus what the module needs later. */
@@ -58,6 +59,7 @@ typedef struct pt_op {
     PyObject *dtype;    /* owned; allgather result dtype */
     int32_t scratch;    /* barrier: the element its allreduce carries;
                          * alltoall: the rank count */
+    int psid;           /* process set (pt_use_process_set); 0: global */
     struct pt_op *next; /* reset's list of operations still running */
     /* A group: its members (not in the handle table); req is members[0]'s
      * (done only once every member is, see cg_hvd_enqueue_grouped_*). */
@@ -88,7 +90,14 @@ void pt_handles_reap(void);
 /* pt_ops.c */
 int pt_ops_init(void);
 cg_hvd_core_h pt_core(void);
-int pt_check_process_set(int process_set_id, const char *what);
+/* The op runs on process set psid: t carries it to the engine (which
+ * refuses an unknown id or a set this rank is not in: ValueError), and
+ * an unnamed op is numbered among that set's (pt_claim_name). Call it
+ * before pt_claim_name. */
+void pt_use_process_set(pt_op_t *op, cg_hvd_tensor_t *t, int psid);
+/* A join of process set psid completed here: its unnamed ops are
+ * numbered from 0 again, on every rank alike (pt_join.c). */
+void pt_names_restart(int psid);
 int pt_raise_enqueue(cg_status_t st, const char *what);
 int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
                   char *full, size_t full_size);
@@ -120,8 +129,9 @@ int pt_fill_output(pt_op_t *op, PyObject *output, const void *data,
                    int64_t first);
 PyObject *pt_barrier(PyObject *self, PyObject *args);
 
-/* pt_missing.c */
+/* pt_join.c */
 PyObject *pt_join(PyObject *self, PyObject *args);
+int pt_finish_join(pt_op_t *op);
 
 /* pt_group.c */
 PyObject *pt_grouped_allreduce(PyObject *self, PyObject *args);
@@ -136,9 +146,11 @@ int pt_finish_alltoall(pt_op_t *op);
 PyObject *pt_reducescatter(PyObject *self, PyObject *args);
 /* Horovod's Average (0) and Sum (1) as the engine's op; else raises. */
 int pt_rs_op(int horovod_op, cg_redop_t *op_p);
-/* output resized to this rank's rows of d's first dimension, its data
- * pointer into d->t.output (same dtype and device as d). */
-int pt_rs_output(PyObject *output, cg_hvd_core_h core, pt_tensor_t *d);
+/* output resized to this rank's rows of d's first dimension among the
+ * members of process set psid, its data pointer into d->t.output (same
+ * dtype and device as d). */
+int pt_rs_output(PyObject *output, cg_hvd_core_h core, int psid,
+                 pt_tensor_t *d);
 
 /* pt_extra.c */
 PyObject *pt_memory_snapshot(PyObject *self, PyObject *args);

@@ -3,8 +3,9 @@
  * mpi_lib_v2's alltoall binding over cg_hvd_enqueue_alltoall, with
  * Horovod's argument order (tensor, splits, output,
  * output_received_splits, name, process_set_id), its op name
- * ("alltoall.<name>", "alltoall.noname.<handle>"), its checks (splits an
- * int32 tensor of one entry per rank, or empty for an equal split:
+ * ("alltoall.<name>", "alltoall.noname.<n>", n counted per process set), its checks (splits an
+ * int32 tensor of one entry per rank of the process set, or empty for an
+ * equal split:
  * ValueError otherwise) and its outputs, filled once done: output
  * resized to the received rows, output_received_splits to one int32 per
  * rank. Layer: integration (mpi_lib_v2).
@@ -65,25 +66,32 @@ PyObject *pt_alltoall(PyObject *self, PyObject *args)
     pt_tensor_t d;
     pt_op_t *op;
     cg_status_t st;
-    int psid;
+    int psid, rank, size;
 
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOOOi", &tensor, &splits, &output,
                           &rsplits, &name_o, &psid))
         return NULL;
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
-        pt_check_process_set(psid, "alltoall") != 0 ||
         pt_prepare(tensor, output, &d, false) != 0)
         return NULL;
+    /* Splits are one per rank of the set (ValueError for a set that is
+     * unknown or that this rank is not in). */
+    st = cg_hvd_process_set_rank(core, psid, &rank, &size);
+    if (st != CG_OK) {
+        pt_raise_enqueue(st, "alltoall");
+        return NULL;
+    }
+    (void)rank;
     if (d.t.ndim == 0) {
         PyErr_SetString(PyExc_ValueError, "collguard: alltoall needs a "
                         "tensor of at least one dimension");
         return NULL;
     }
-    sp = calloc((size_t)cg_hvd_core_size(core), sizeof(*sp));
+    sp = calloc((size_t)size, sizeof(*sp));
     if (sp == NULL)
         return PyErr_NoMemory();
-    if (pt__splits(splits, cg_hvd_core_size(core), sp, &given) != 0) {
+    if (pt__splits(splits, size, sp, &given) != 0) {
         free(sp);
         return NULL;
     }
@@ -92,6 +100,7 @@ PyObject *pt_alltoall(PyObject *self, PyObject *args)
         free(sp);
         return NULL;
     }
+    pt_use_process_set(op, &d.t, psid);
     if (pt_claim_name(op, "alltoall", name, full, sizeof(full)) != 0) {
         free(sp);
         return pt_fail(op);
@@ -103,7 +112,7 @@ PyObject *pt_alltoall(PyObject *self, PyObject *args)
     memcpy(op->shape, d.t.shape, sizeof(op->shape));
     Py_INCREF(d.dtype);
     op->dtype = d.dtype;
-    op->scratch = cg_hvd_core_size(core);
+    op->scratch = size;
     Py_BEGIN_ALLOW_THREADS
     st = cg_hvd_enqueue_alltoall(core, &d.t, given ? sp : NULL, &op->req);
     Py_END_ALLOW_THREADS
@@ -125,7 +134,7 @@ int pt_finish_alltoall(pt_op_t *op)
     const int64_t *rsp;
     const void *data;
     int64_t first;
-    int size = op->scratch; /* the core's size at enqueue */
+    int size = op->scratch; /* the set's size at enqueue */
 
     if (cg_hvd_alltoall_result(op->req, &data, &first, &rsp) != CG_OK) {
         PyErr_Format(PyExc_RuntimeError, "collguard: alltoall result: %s",

@@ -115,15 +115,16 @@ int pt_finish(pt_op_t *op)
         rc = pt_finish_alltoall(op);
     else if (op->kind == PT_OP_ALLREDUCE && op->divisor > 1)
         rc = pt__finish_divide(op);
+    else if (op->kind == PT_OP_JOIN)
+        rc = pt_finish_join(op);
     return rc;
 }
 
-/* (process_set_id) -> handle. The n-th barrier of every rank is the
- * allreduce "barrier.<n>", so barriers match across ranks whatever other
- * operations each rank issued before. */
+/* (process_set_id) -> handle. The n-th barrier of a set is the allreduce
+ * "barrier.noname.<n>" on it, so barriers match across ranks whatever
+ * other operations each rank issued before (and after a join). */
 PyObject *pt_barrier(PyObject *self, PyObject *args)
 {
-    static unsigned long long count;
     char full[CG_HVD_NAME_MAX];
     cg_hvd_tensor_t t;
     cg_hvd_core_h core;
@@ -134,14 +135,18 @@ PyObject *pt_barrier(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "|i", &psid))
         return NULL;
-    if ((core = pt_core()) == NULL ||
-        pt_check_process_set(psid, "barrier") != 0)
+    if ((core = pt_core()) == NULL)
         return NULL;
     pt_handles_reap();
     if (pt_handles_new(PT_OP_BARRIER, &op) != 0)
         return NULL;
-    snprintf(full, sizeof(full), "barrier.%llu", ++count);
     memset(&t, 0, sizeof(t));
+    pt_use_process_set(op, &t, psid);
+    if (pt_claim_name(op, "barrier", "", full, sizeof(full)) != 0) {
+        pt_handles_remove(op);
+        pt_handles_free(op);
+        return NULL;
+    }
     t.name = full;
     t.dtype = CG_DTYPE_I32;
     t.ndim = 0;

@@ -7,8 +7,9 @@
  * grouped_reducescatter: tensors, outputs, name, reduce_op,
  * process_set_id, prescale, postscale), one handle for the whole group,
  * Horovod's member names ("grouped_allreduce.<name>_<i>of<n>",
- * "grouped_allreduce.noname.<handle>_<i>of<n>") and each member prepared
- * as its single-tensor binding prepares it. Layer: integration
+ * "grouped_allreduce.noname.<k>_<i>of<n>", k counted per process set) and each member prepared
+ * as its single-tensor binding prepares it, every member on the call's
+ * process set (the engine runs the group on that set). Layer: integration
  * (mpi_lib_v2).
  */
 #include "integration/python/mpi_lib_v2/pt.h"
@@ -78,8 +79,8 @@ static void pt__grp_free(pt__grp_t *g)
 }
 
 /* Member i: described, its output prepared, kept by member m. */
-static int pt__member(pt__grp_t *g, cg_hvd_core_h core, Py_ssize_t i,
-                      pt_op_t *m, bool *cuda_p)
+static int pt__member(pt__grp_t *g, cg_hvd_core_h core, int psid,
+                      Py_ssize_t i, pt_op_t *m, bool *cuda_p)
 {
     PyObject *tensor = PySequence_Fast_GET_ITEM(g->tensors, i);
     PyObject *output = PySequence_Fast_GET_ITEM(g->outputs, i);
@@ -98,7 +99,7 @@ static int pt__member(pt__grp_t *g, cg_hvd_core_h core, Py_ssize_t i,
                             "output must be another tensor than its input");
             return -1;
         }
-        if (pt_rs_output(output, core, &d) != 0 ||
+        if (pt_rs_output(output, core, psid, &d) != 0 ||
             (d.is_cuda && pt_tensor_sync_cuda(tensor) != 0))
             return -1;
     } else if (pt_prepare(tensor, output, &d, g->type == CG_HVD_ALLREDUCE) !=
@@ -131,6 +132,7 @@ static int pt__member(pt__grp_t *g, cg_hvd_core_h core, Py_ssize_t i,
     m->keep[1] = output;
     if (g->type == CG_HVD_ALLGATHER)
         d.t.output = NULL;
+    pt_use_process_set(m, &d.t, psid);
     g->ts[i] = d.t;
     return 0;
 }
@@ -147,12 +149,12 @@ static PyObject *pt__grouped(pt__grp_t *g, PyObject *tensors,
     cg_status_t st;
 
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
-        pt_check_process_set(psid, prefix) != 0 ||
         pt__lists(g, tensors, outputs) != 0)
         goto out;
     pt_handles_reap();
     if (pt_handles_new(PT_OP_GROUP, &op) != 0)
         goto out;
+    op->psid = psid; /* the group's name is numbered on its set */
     if (pt_handles_members(op, (int)g->n) != 0 ||
         pt_claim_name(op, prefix, name, base, sizeof(base)) != 0)
         goto fail;
@@ -164,7 +166,7 @@ static PyObject *pt__grouped(pt__grp_t *g, PyObject *tensors,
                          "too long for %zd members", base, g->n);
             goto fail;
         }
-        if (pt__member(g, core, i, &op->members[i], &cuda) != 0)
+        if (pt__member(g, core, psid, i, &op->members[i], &cuda) != 0)
             goto fail;
         g->ts[i].name = g->names[i];
     }

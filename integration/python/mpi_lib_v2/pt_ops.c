@@ -3,7 +3,8 @@
  * The binding functions of mpi_lib_v2 over the engine: allreduce,
  * broadcast and allgather with Horovod's argument orders, poll, wait and
  * clear (with the GIL released while waiting), reset; Horovod's op names
- * ("allreduce.<name>", "allreduce.noname.<handle>") and its exception
+ * ("allreduce.<name>", "allreduce.noname.<n>", n counted per process
+ * set and kind) and its exception
  * types (ValueError for bad arguments and an explicit name already in
  * flight, RuntimeError for failures of the operation itself).
  * Layer: integration (mpi_lib_v2).
@@ -15,13 +16,16 @@
 
 #include "plugin/hvd_abi.h"
 
-/* Explicit op names in flight: full name (str) -> handle (int). */
+/* Explicit op names in flight: (full name, process set) -> handle. */
 static PyObject *pt__inflight;
+/* Unnamed ops so far: (prefix, process set) -> count. */
+static PyObject *pt__noname;
 
 int pt_ops_init(void)
 {
     pt__inflight = PyDict_New();
-    return (pt__inflight == NULL) ? -1 : 0;
+    pt__noname = PyDict_New();
+    return (pt__inflight == NULL || pt__noname == NULL) ? -1 : 0;
 }
 
 /* The engine horovod_init started, or NULL with RuntimeError raised. */
@@ -43,15 +47,54 @@ cg_hvd_core_h pt_core(void)
     return NULL;
 }
 
-int pt_check_process_set(int process_set_id, const char *what)
+void pt_use_process_set(pt_op_t *op, cg_hvd_tensor_t *t, int psid)
 {
-    if (process_set_id == 0)
-        return 0;
-    PyErr_Format(PyExc_NotImplementedError,
-                 "collguard: %s on process set %d is not implemented: the "
-                 "engine runs collectives on the global process set (id 0) "
-                 "only", what, process_set_id);
-    return -1;
+    op->psid = psid;
+    t->field_mask |= CG_HVD_TENSOR_FIELD_PROCESS_SET;
+    t->process_set = psid;
+}
+
+/* The next number of an unnamed op of kind prefix on process set psid,
+ * or -1 with an exception set. Counted per set and kind, not by handle:
+ * ranks that issued other operations in between, or ops on sets other
+ * ranks are not in, still give the n-th unnamed allreduce of a set the
+ * same name; a completed join restarts the count (pt_names_restart). */
+static long long pt__noname_next(const char *prefix, int psid)
+{
+    PyObject *key = Py_BuildValue("(si)", prefix, psid), *cur, *next;
+    long long n = 0;
+
+    if (key == NULL)
+        return -1;
+    cur = PyDict_GetItemWithError(pt__noname, key);
+    if (cur != NULL)
+        n = PyLong_AsLongLong(cur);
+    else if (PyErr_Occurred())
+        n = -1;
+    next = n >= 0 ? PyLong_FromLongLong(n + 1) : NULL;
+    if (next == NULL || PyDict_SetItem(pt__noname, key, next) != 0)
+        n = -1;
+    Py_XDECREF(next);
+    Py_DECREF(key);
+    return n;
+}
+
+void pt_names_restart(int psid)
+{
+    PyObject *key, *value, *drop = PyList_New(0);
+    Py_ssize_t pos = 0;
+
+    if (drop == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    while (PyDict_Next(pt__noname, &pos, &key, &value))
+        if (PyLong_AsLong(PyTuple_GET_ITEM(key, 1)) == psid)
+            (void)PyList_Append(drop, key);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(drop); i++)
+        (void)PyDict_DelItem(pt__noname, PyList_GET_ITEM(drop, i));
+    Py_DECREF(drop);
+    PyErr_Clear();
 }
 
 /* Raises for a failed enqueue: bad arguments are ValueError. */
@@ -65,9 +108,10 @@ int pt_raise_enqueue(cg_status_t st, const char *what)
     return -1;
 }
 
-/* Names op "<prefix>.<name>", or "<prefix>.noname.<handle>" when name is
- * empty; an explicit name whose earlier operation the engine has not
- * finished raises ValueError, as Horovod. */
+/* Names op "<prefix>.<name>", or "<prefix>.noname.<n>" when name is
+ * empty (Horovod's form; n counts the unnamed ops of that kind on op's
+ * process set, see pt__noname_next); an explicit name whose earlier
+ * operation the engine has not finished raises ValueError, as Horovod. */
 int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
                   char *full, size_t full_size)
 {
@@ -75,7 +119,11 @@ int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
     int n;
 
     if (name[0] == '\0') {
-        n = snprintf(full, full_size, "%s.noname.%d", prefix, op->handle);
+        long long k = pt__noname_next(prefix, op->psid);
+
+        if (k < 0)
+            return -1;
+        n = snprintf(full, full_size, "%s.noname.%lld", prefix, k);
         return (n < 0 || (size_t)n >= full_size) ? -1 : 0;
     }
     n = snprintf(full, full_size, "%s.%s", prefix, name);
@@ -84,7 +132,8 @@ int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
                      "longer than %d bytes", name, CG_HVD_NAME_MAX - 1);
         return -1;
     }
-    key = PyUnicode_FromString(full);
+    /* Names are per process set: each set negotiates its own. */
+    key = Py_BuildValue("(si)", full, op->psid);
     if (key == NULL)
         return -1;
     prev = PyDict_GetItemWithError(pt__inflight, key);
@@ -224,8 +273,7 @@ PyObject *pt_allreduce(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOiOiddi", &tensor, &output, &divisor,
                           &name_o, &hop, &pre, &post, &psid))
         return NULL;
-    if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
-        pt_check_process_set(psid, "allreduce") != 0)
+    if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL)
         return NULL;
     cop = pt_redop(hop, &ok);
     if (!ok || pt_prepare(tensor, output, &d, true) != 0)
@@ -233,6 +281,7 @@ PyObject *pt_allreduce(PyObject *self, PyObject *args)
     pt_handles_reap();
     if (pt_handles_new(PT_OP_ALLREDUCE, &op) != 0)
         return NULL;
+    pt_use_process_set(op, &d.t, psid);
     if (pt_claim_name(op, "allreduce", name, full, sizeof(full)) != 0)
         return pt_fail(op);
     d.t.name = full;
@@ -264,12 +313,12 @@ PyObject *pt_broadcast(PyObject *self, PyObject *args)
                           &psid))
         return NULL;
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
-        pt_check_process_set(psid, "broadcast") != 0 ||
         pt_prepare(tensor, output, &d, true) != 0)
         return NULL;
     pt_handles_reap();
     if (pt_handles_new(PT_OP_BROADCAST, &op) != 0)
         return NULL;
+    pt_use_process_set(op, &d.t, psid);
     if (pt_claim_name(op, "broadcast", name, full, sizeof(full)) != 0)
         return pt_fail(op);
     d.t.name = full;
@@ -300,7 +349,6 @@ PyObject *pt_allgather(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOi", &tensor, &output, &name_o, &psid))
         return NULL;
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
-        pt_check_process_set(psid, "allgather") != 0 ||
         pt_prepare(tensor, output, &d, false) != 0)
         return NULL;
     if (d.t.ndim == 0) {
@@ -311,6 +359,7 @@ PyObject *pt_allgather(PyObject *self, PyObject *args)
     pt_handles_reap();
     if (pt_handles_new(PT_OP_ALLGATHER, &op) != 0)
         return NULL;
+    pt_use_process_set(op, &d.t, psid);
     if (pt_claim_name(op, "allgather", name, full, sizeof(full)) != 0)
         return pt_fail(op);
     d.t.name = full;

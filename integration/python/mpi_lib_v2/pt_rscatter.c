@@ -3,7 +3,7 @@
  * mpi_lib_v2's reducescatter binding over cg_hvd_enqueue_reducescatter,
  * with Horovod's argument order (tensor, output, name, reduce_op,
  * process_set_id, prescale, postscale), its op name
- * ("reducescatter.<name>", "reducescatter.noname.<handle>") and its
+ * ("reducescatter.<name>", "reducescatter.noname.<n>") and its
  * output: resized before the enqueue to this rank's rows of the first
  * dimension (Horovod's split, cg_hvd_reducescatter_rows), the others
  * kept. Layer: integration (mpi_lib_v2).
@@ -28,14 +28,18 @@ int pt_rs_op(int horovod_op, cg_redop_t *op_p)
 
 /* output.resize_(rows, shape[1:]) and its data pointer into d->t.output;
  * same dtype and device as the input. */
-int pt_rs_output(PyObject *output, cg_hvd_core_h core, pt_tensor_t *d)
+int pt_rs_output(PyObject *output, cg_hvd_core_h core, int psid,
+                 pt_tensor_t *d)
 {
     PyObject *shape, *r;
     int64_t start, rows;
+    int rank, size;
     pt_tensor_t o;
 
-    cg_hvd_reducescatter_rows(d->t.shape[0], cg_hvd_core_size(core),
-                              cg_hvd_core_rank(core), &start, &rows);
+    /* This rank's rows among the set's members. */
+    if (cg_hvd_process_set_rank(core, psid, &rank, &size) != CG_OK)
+        return pt_raise_enqueue(CG_ERR_INVALID_PARAM, "reducescatter");
+    cg_hvd_reducescatter_rows(d->t.shape[0], size, rank, &start, &rows);
     shape = PyTuple_New(d->t.ndim);
     if (shape == NULL)
         return -1;
@@ -78,7 +82,6 @@ PyObject *pt_reducescatter(PyObject *self, PyObject *args)
                           &psid, &pre, &post))
         return NULL;
     if ((name = pt_name_arg(name_o)) == NULL || (core = pt_core()) == NULL ||
-        pt_check_process_set(psid, "reducescatter") != 0 ||
         pt_rs_op(hop, &cop) != 0 ||
         pt_tensor_describe(tensor, "input", &d) != 0)
         return NULL;
@@ -92,13 +95,14 @@ PyObject *pt_reducescatter(PyObject *self, PyObject *args)
                         "must be another tensor than its input");
         return NULL;
     }
-    if (pt_rs_output(output, core, &d) != 0)
+    if (pt_rs_output(output, core, psid, &d) != 0)
         return NULL;
     if (d.is_cuda && pt_tensor_sync_cuda(tensor) != 0)
         return NULL;
     pt_handles_reap();
     if (pt_handles_new(PT_OP_REDUCESCATTER, &op) != 0)
         return NULL;
+    pt_use_process_set(op, &d.t, psid);
     if (pt_claim_name(op, "reducescatter", name, full, sizeof(full)) != 0)
         return pt_fail(op);
     d.t.name = full;

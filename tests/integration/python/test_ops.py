@@ -5,7 +5,8 @@ prescale/postscale) over six dtypes and 1-3-D shapes, async with poll,
 broadcast from every root, ragged allgather, barrier, objects, autograd,
 and Horovod's errors (mismatches on every rank then training goes on,
 duplicate names, non-contiguous and unsupported tensors, the operations
-the engine lacks). Grouped operations and alltoall: test_grouped.py."""
+the engine lacks). Grouped operations and alltoall: test_grouped.py.
+Join and process sets: test_psets_join.py."""
 import itertools
 import os
 import subprocess
@@ -244,8 +245,7 @@ def test_bad_tensors_are_value_errors():
 
 def test_missing_engine_operations_say_so():
     t = torch.ones(4)
-    for call in (lambda: hvd.join(),
-                 lambda: hvd.allreduce(t, op=hvd.Adasum),
+    for call in (lambda: hvd.allreduce(t, op=hvd.Adasum),
                  lambda: hvd.grouped_allreduce([t], op=hvd.Adasum)):
         with pytest.raises(NotImplementedError):
             call()

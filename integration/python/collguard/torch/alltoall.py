@@ -6,7 +6,6 @@ from each (async or not; autograd sends the gradient back the way it
 came)."""
 import torch
 
-from collguard import basics
 from collguard.process_sets import global_process_set
 from collguard.torch.mpi_ops import _enqueue, _function, _name, synchronize
 
@@ -24,7 +23,7 @@ def alltoall_async(tensor, splits=None, name=None,
     if isinstance(splits, torch.Tensor) and splits.numel() > 0:
         received = splits.new_empty(0)
     else:
-        received = torch.empty(basics.size(), dtype=torch.int32)
+        received = torch.empty(process_set.size(), dtype=torch.int32)
     return _enqueue(fn, (tensor, splits, output, received, _name(name),
                          process_set.process_set_id),
                     (tensor, splits, (output, received)))

@@ -8,7 +8,6 @@ group's handle returns the outputs as a tuple, the blocking forms a
 list."""
 import torch
 
-from collguard import basics
 from collguard.process_sets import global_process_set
 from collguard.torch.compression import Compression
 from collguard.torch.mpi_ops import (Adasum, Average, Sum, _enqueue,
@@ -131,7 +130,7 @@ class _GroupedAllgather(torch.autograd.Function):
         dims = grouped_allgather(
             [torch.tensor([d], dtype=torch.int64) for d in ctx.dims],
             process_set=ctx.process_set)
-        r = basics.rank()
+        r = ctx.process_set.rank()
         return (None, None,
                 *[g.narrow(0, int(d[:r].sum().item()), dim)
                   for g, d, dim in zip(grads, dims, ctx.dims)])
@@ -177,7 +176,7 @@ class _GroupedReducescatter(torch.autograd.Function):
     def backward(ctx, *grad_output):
         grads = list(grad_output)
         if ctx.op == Sum:
-            grads = [g * basics.size() for g in grads]
+            grads = [g * ctx.process_set.size() for g in grads]
         if ctx.scale != 1.0:
             grads = [g * ctx.scale for g in grads]
         return (None, None, None, None, None,

@@ -3,7 +3,8 @@
 allreduce, broadcast and allgather in their four forms (async or not, in
 place or not, autograd for the out-of-place ones), reducescatter (async or
 not, autograd), poll, synchronize, join and barrier (the grouped
-operations are in grouped, alltoall in alltoall). Handles keep their
+operations are in grouped, alltoall in alltoall), each with Horovod's
+process_set= where it has one. Handles keep their
 tensors in _handle_map until synchronized, as Horovod's Python."""
 import torch
 
@@ -210,7 +211,7 @@ class _Allgather(torch.autograd.Function):
                          process_set=ctx.process_set)
         dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64),
                          process_set=ctx.process_set)
-        offset = int(dims[:basics.rank()].sum().item())
+        offset = int(dims[:ctx.process_set.rank()].sum().item())
         return grad.narrow(0, offset, ctx.dim), None, None
 
 
@@ -253,7 +254,7 @@ class _Reducescatter(torch.autograd.Function):
         # Horovod's rule: the slices gathered back, Sum scaled by the size.
         grad = grad_output
         if ctx.op == Sum:
-            grad = grad * basics.size()
+            grad = grad * ctx.process_set.size()
         if ctx.scale != 1.0:
             grad = grad * ctx.scale
         return (allgather(grad.contiguous(), process_set=ctx.process_set),
@@ -296,7 +297,12 @@ def synchronize(handle):
 
 
 def join(device=-1):
-    """Horovod's join (NotImplementedError: the engine has none yet)."""
+    """Horovod's join: this rank is out of data. Until every rank joined,
+    allreduces the others issue complete here with zeros as this rank's
+    part (their broadcasts, allgathers and reducescatters fail while a rank
+    is joined, as Horovod's). Blocks until every rank joined and returns
+    the last rank to join. device: Horovod's, for the zeros (collguard
+    keeps them in host memory)."""
     output = torch.tensor(-1, dtype=torch.int32)
     try:
         handle = mpi_lib.horovod_torch_join(output, device)
