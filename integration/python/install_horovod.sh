@@ -15,6 +15,12 @@ if PYTHONPATH=$prefix/lib $py -c 'import horovod.torch' 2>/dev/null; then
     echo "horovod already in $prefix/lib"
     exit 0
 fi
+# Debian's python3-torch has no C++ headers; Horovod's torch module needs
+# them (torch/extension.h) and pybind11's.
+if [ ! -f /usr/include/torch/extension.h ] ||
+   [ ! -f /usr/include/pybind11/pybind11.h ]; then
+    apt-get update -q && apt-get install -y -q libtorch-dev pybind11-dev
+fi
 export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1
 export HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1
 export HOROVOD_CPU_OPERATIONS=MPI HOROVOD_GPU_OPERATIONS=
