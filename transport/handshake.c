@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <string.h>
 
+#include "core/base/clock.h"
 #include "core/base/error.h"
 #include "transport/sock.h"
 
@@ -316,4 +317,34 @@ cg_status_t cg_hs_run(cg_hs_t *hs)
         poll(&pfd, 1, left_ms > 1000 ? 1000 : (int)left_ms);
     }
     return status;
+}
+
+void cg_hs_limit_flush(cg_hs_limit_t *lim, const cg_log_t *log,
+                       const char *where, bool force)
+{
+    uint64_t now = cg_now_ns();
+
+    if (!force && now - lim->window_ns < CG_HS_LOG_WINDOW_NS)
+        return;
+    if (lim->held > 0)
+        cg_warn(log, "%s: %u more connections refused in %.1f s, not "
+                "logged one by one (%llu refused in all)", where, lim->held,
+                (double)(now - lim->window_ns) / 1e9,
+                (unsigned long long)lim->total);
+    lim->window_ns = now;
+    lim->logged = 0;
+    lim->held = 0;
+}
+
+bool cg_hs_limit_take(cg_hs_limit_t *lim, const cg_log_t *log,
+                      const char *where)
+{
+    cg_hs_limit_flush(lim, log, where, false);
+    lim->total++;
+    if (lim->logged < CG_HS_LOG_BURST) {
+        lim->logged++;
+        return true;
+    }
+    lim->held++;
+    return false;
 }

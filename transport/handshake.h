@@ -17,10 +17,12 @@
 #ifndef CG_TRANSPORT_HANDSHAKE_H
 #define CG_TRANSPORT_HANDSHAKE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "collguard/status.h"
+#include "core/base/log.h"
 
 #define CG_HS_MAGIC 0x53484743u /* "CGHS" as bytes on the wire */
 #define CG_HS_VERSION 1
@@ -111,5 +113,25 @@ short cg_hs_poll_events(const cg_hs_t *hs);
 cg_status_t cg_hs_run(cg_hs_t *hs);
 /* "connecting", "send", "recv_hdr", ... */
 const char *cg_hs_state_name(cg_hs_state_t state);
+
+/* A listener's refusal lines, rate-limited: up to CG_HS_LOG_BURST lines a
+ * window of CG_HS_LOG_WINDOW_NS, then one line a window counting the
+ * refusals not written (a flood of strangers would otherwise write a line
+ * each). Zero-initialised. */
+#define CG_HS_LOG_BURST 16u
+#define CG_HS_LOG_WINDOW_NS 1000000000ull
+typedef struct cg_hs_limit {
+    uint64_t window_ns;     /* start of the current window */
+    unsigned logged;        /* lines written in it */
+    unsigned held;          /* refusals not written in it */
+    uint64_t total;         /* refusals counted, written or not */
+} cg_hs_limit_t;
+/* Counts a refusal; true: write its line now. */
+bool cg_hs_limit_take(cg_hs_limit_t *lim, const cg_log_t *log,
+                      const char *where);
+/* Writes the count of refusals held back once their window is over
+ * (force: now, e.g. when the listener closes). */
+void cg_hs_limit_flush(cg_hs_limit_t *lim, const cg_log_t *log,
+                       const char *where, bool force);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "core/base/clock.h"
 #include "core/base/error.h"
 #include "transport/tcp_impl.h"
 
@@ -207,7 +208,8 @@ cg_status_t cg__tcp_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
     if (l == NULL)
         return cg_error_set(CG_ERR_NO_MEMORY, "no memory for a listener");
     memset(l, 0, sizeof(*l));
-    status = cg_sock_listen(&tp->bind_addr, 128, &l->fd, &l->addr);
+    status = cg_sock_listen(&tp->bind_addr, CG_TCP_BACKLOG, &l->fd,
+                            &l->addr);
     if (status != CG_OK)
         goto err_free;
     l->super.ops = &cg__tcp_ops;
@@ -215,6 +217,8 @@ cg_status_t cg__tcp_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
     cg_list_init(&l->pending);
     cg_list_init(&l->forming);
     cg_list_init(&l->ready);
+    snprintf(l->where, sizeof(l->where), "listener on %s",
+             cg_sockaddr_str(&l->addr, str, sizeof(str)));
     cg_list_push(&tp->listeners, &l->link);
     cg_tcp_handle_encode(&l->addr, handle_p->bytes, sizeof(handle_p->bytes));
     cg_debug(super->params.log, "listening on %s interface %s",
@@ -297,6 +301,59 @@ static void cg__tcp_attach(cg__tcp_listener_t *l, cg__tcp_pend_t *p)
     }
 }
 
+/* One handshake step of a pending socket; true when it left the list
+ * (joined its connection, or refused and closed). */
+static bool cg__tcp_pend_step(cg__tcp_listener_t *l, cg__tcp_pend_t *p)
+{
+    const cg_log_t *log = l->super.tp->params.log;
+    char str[CG_SOCKADDR_STRLEN];
+    cg_status_t status = cg_hs_progress(&p->hs);
+
+    if (status == CG_INPROGRESS)
+        return false;
+    if (status == CG_OK) {
+        cg__tcp_attach(l, p);
+        return true;
+    }
+    if (cg_hs_limit_take(&l->refusals, log, l->where))
+        cg_warn(log, "%s: dropping connection from %s: handshake failed: %s",
+                l->where, cg_sockaddr_str(&p->peer, str, sizeof(str)),
+                cg_last_error());
+    cg__tcp_pend_free(l, p, true);
+    return true;
+}
+
+/* Every handshake slot is taken: free the oldest, unless it is younger
+ * than CG_TCP_EVICT_GRACE_NS (false: leave new connections in the
+ * backlog for now). A real peer sends its header as soon as it is
+ * connected, so the socket that has waited longest is the likeliest
+ * stranger that says nothing; without this, strangers holding every slot
+ * kept the job's own connections in the kernel's backlog until their
+ * handshakes timed out (CG_TIMEOUT). It gets one last step first, in case
+ * its header has just arrived. */
+static bool cg__tcp_make_room(cg__tcp_listener_t *l)
+{
+    const cg_log_t *log = l->super.tp->params.log;
+    cg__tcp_pend_t *p = cg_list_entry(l->pending.next, cg__tcp_pend_t, link);
+    uint64_t age = cg_now_ns() - p->born_ns;
+    char str[CG_SOCKADDR_STRLEN];
+
+    if (cg__tcp_pend_step(l, p))
+        return true;
+    if (age < CG_TCP_EVICT_GRACE_NS)
+        return false;
+    if (cg_hs_limit_take(&l->refusals, log, l->where))
+        cg_warn(log, "%s: dropping connection from %s: no handshake after "
+                "%.2f s while more connections wait (%d handshakes at most)",
+                l->where, cg_sockaddr_str(&p->peer, str, sizeof(str)),
+                (double)age / 1e9, CG_TCP_PENDING_MAX);
+    cg__tcp_pend_free(l, p, true);
+    return true;
+}
+
+/* Accepts what the backlog holds, up to CG_TCP_PENDING_MAX a call; a
+ * socket accepted in this call is never evicted in it (the grace), so each
+ * gets its handshake step in cg__tcp_listener_progress. */
 static void cg__tcp_accept_new(cg__tcp_listener_t *l)
 {
     cg__tcp_tp_t *tp = (cg__tcp_tp_t *)l->super.tp;
@@ -310,7 +367,9 @@ static void cg__tcp_accept_new(cg__tcp_listener_t *l)
     local.kind = CG_HS_KIND_TCP_DATA;
     local.cookie = params->cookie;
     local.rank = params->rank;
-    while (l->npending < CG_TCP_PENDING_MAX) {
+    for (int n = 0; n < CG_TCP_PENDING_MAX; n++) {
+        if (l->npending >= CG_TCP_PENDING_MAX && !cg__tcp_make_room(l))
+            return;
         cg_status_t status = cg_sock_accept(l->fd, &fd, &peer);
         if (status == CG_INPROGRESS)
             return;
@@ -327,6 +386,7 @@ static void cg__tcp_accept_new(cg__tcp_listener_t *l)
         }
         p->fd = fd;
         p->peer = peer;
+        p->born_ns = cg_now_ns();
         cg_hs_init(&p->hs, CG_HS_ACCEPTOR, fd, &local, NULL,
                    cg_deadline_ns(params->timeout_ns));
         cg_list_push(&l->pending, &p->link);
@@ -341,19 +401,11 @@ cg_status_t cg__tcp_listener_progress(cg__tcp_listener_t *l)
     char str[CG_SOCKADDR_STRLEN];
     uint64_t now;
 
+    cg_hs_limit_flush(&l->refusals, log, l->where, false);
     cg__tcp_accept_new(l);
     for (cg_list_t *e = l->pending.next, *n; e != &l->pending; e = n) {
-        cg__tcp_pend_t *p = cg_list_entry(e, cg__tcp_pend_t, link);
         n = e->next;
-        cg_status_t status = cg_hs_progress(&p->hs);
-        if (status == CG_OK) {
-            cg__tcp_attach(l, p);
-        } else if (status != CG_INPROGRESS) {
-            cg_warn(log, "dropping connection from %s: handshake failed: %s",
-                    cg_sockaddr_str(&p->peer, str, sizeof(str)),
-                    cg_last_error());
-            cg__tcp_pend_free(l, p, true);
-        }
+        cg__tcp_pend_step(l, cg_list_entry(e, cg__tcp_pend_t, link));
     }
     now = cg_now_ns();
     for (cg_list_t *e = l->forming.next, *n; e != &l->forming; e = n) {
@@ -392,6 +444,7 @@ void cg__tcp_listener_close(cg_tp_listener_t *super)
     cg__tcp_listener_t *l = (cg__tcp_listener_t *)super;
     cg__tcp_tp_t *tp = (cg__tcp_tp_t *)super->tp;
 
+    cg_hs_limit_flush(&l->refusals, tp->super.params.log, l->where, true);
     cg_sock_close(l->fd);
     while (!cg_list_empty(&l->pending))
         cg__tcp_pend_free(l, cg_list_entry(l->pending.next, cg__tcp_pend_t,

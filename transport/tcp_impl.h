@@ -23,8 +23,16 @@
 /* Unexpected (not yet received) bytes buffered per connection; beyond it
  * reading pauses on that connection until a matching receive is posted. */
 #define CG_TCP_UNEXP_MAX (64ull << 20)
-/* Accepted sockets still in their handshake, per listener. */
+/* Accepted sockets still in their handshake, per listener; when all are
+ * taken, a new one evicts the oldest (tcp_conn.c). */
 #define CG_TCP_PENDING_MAX 256
+/* A handshake younger than this is never evicted: a real peer's header
+ * gets that long to arrive, while a flood waits in the backlog. */
+#define CG_TCP_EVICT_GRACE_NS (50ull * 1000000ull)
+/* The listen backlog (the kernel caps it at net.core.somaxconn): a flood
+ * waits there instead of overflowing it, which would delay a real peer's
+ * connect by the kernel's SYN retransmits (1 s, 3 s, ...). */
+#define CG_TCP_BACKLOG 4096
 /* Bytes of payload a discarded (truncated) message is drained through. */
 #define CG_TCP_SCRATCH 16384
 /* Socket 0's read-ahead: headers and small payloads, many per recv. */
@@ -126,6 +134,7 @@ typedef struct cg__tcp_pend {
     cg_list_t link;
     int fd;
     cg_sockaddr_t peer;
+    uint64_t born_ns;       /* accepted at */
     cg_hs_t hs;
 } cg__tcp_pend_t;
 
@@ -134,8 +143,10 @@ typedef struct cg__listener {
     cg_list_t link;     /* tp->listeners */
     int fd;
     cg_sockaddr_t addr;
-    cg_list_t pending;  /* cg__tcp_pend_t */
+    cg_list_t pending;  /* cg__tcp_pend_t, oldest first */
     int npending;
+    cg_hs_limit_t refusals; /* rate limit of the refusal lines */
+    char where[96];         /* "listener on ADDR", for those lines */
     cg_list_t forming;  /* cg__tcp_conn_t, FORMING */
     cg_list_t ready;    /* cg__tcp_conn_t, READY, not yet accepted */
 } cg__tcp_listener_t;

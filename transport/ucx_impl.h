@@ -30,8 +30,13 @@
  * CG_UCX_HS_SHM: this side's UCX context offers sysv or posix. */
 #define CG_UCX_HS_MARK 0x58554300u /* "\0CUX" */
 #define CG_UCX_HS_SHM 1u
-/* Handshakes a listener runs at once; more wait in the kernel backlog. */
+/* Handshakes a listener runs at once; when all are taken, a new
+ * connection evicts the oldest (ucx_listen.c). */
 #define CG_UCX_PENDING_MAX 64
+/* A handshake younger than this is never evicted (see tcp_impl.h). */
+#define CG_UCX_EVICT_GRACE_NS (50ull * 1000000ull)
+/* The listen backlog: a flood waits there rather than overflowing it. */
+#define CG_UCX_BACKLOG 4096
 /* How often progress looks at control sockets, timeouts and listeners. */
 #define CG_UCX_SWEEP_NS 1000000ull
 /* Progress rounds between clock reads. */
@@ -85,6 +90,8 @@ typedef struct cg__ucx_conn {
     ucs_status_t ep_error;    /* set by the UCX error handler */
     int fd;                   /* control socket; -1 once closed */
     int in_epoll;
+    uint64_t born_ns;         /* listener side: accepted at */
+    cg_sockaddr_t from;       /* listener side: the peer's address */
     uint32_t id;              /* ours: high tag bits of what we receive */
     uint32_t peer_id;         /* the peer's: high tag bits of what we send */
     ucp_ep_h ep;
@@ -105,9 +112,11 @@ struct cg__ucx_listener {
     cg_list_t link;       /* tp->listeners */
     int fd;
     cg_sockaddr_t addr;
-    cg_list_t pending;    /* conns in handshake */
+    cg_list_t pending;    /* conns in handshake, oldest first */
     cg_list_t ready;      /* handshaked conns waiting for accept */
     unsigned npending;
+    cg_hs_limit_t refusals; /* rate limit of the refusal lines */
+    char where[96];       /* "ucx: listener on ADDR", for those lines */
 };
 
 enum {

@@ -8,8 +8,10 @@
  */
 #include "transport/ucx_impl.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "core/base/clock.h"
 #include "core/base/error.h"
 
 cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
@@ -33,7 +35,7 @@ cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
     l->super.tp = super;
     cg_list_init(&l->pending);
     cg_list_init(&l->ready);
-    st = cg_sock_listen(&addr, 128, &l->fd, &l->addr);
+    st = cg_sock_listen(&addr, CG_UCX_BACKLOG, &l->fd, &l->addr);
     if (st != CG_OK) {
         cg_mem_free(&tp->super.params.mem, CG_MEM_CAT_CONTROL, l,
                     sizeof(*l));
@@ -42,6 +44,8 @@ cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
     memset(handle_p, 0, sizeof(*handle_p));
     cg__ucx_put32(handle_p->bytes, CG_UCX_HANDLE_MAGIC);
     cg_sockaddr_pack(&l->addr, handle_p->bytes + 4);
+    snprintf(l->where, sizeof(l->where), "ucx: listener on %s",
+             cg_sockaddr_str(&l->addr, str, sizeof(str)));
     cg__ucx_epoll_add(tp, l->fd);
     cg_list_push(&tp->listeners, &l->link);
     cg_debug(tp->log, "ucx: listening on %s",
@@ -50,15 +54,78 @@ cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
     return CG_OK;
 }
 
+/* One handshake step of a pending conn; true when it left the list
+ * (ready for accept, or refused and freed). */
+static bool cg__ucx_pend_step(cg__ucx_listener_t *l, cg__ucx_conn_t *conn)
+{
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)l->super.tp;
+    char str[CG_SOCKADDR_STRLEN];
+    cg_status_t st = cg_hs_progress(&conn->hs);
+
+    if (st == CG_INPROGRESS)
+        return false;
+    l->npending--;
+    cg_list_del(&conn->link);
+    if (st == CG_OK)
+        st = cg__ucx_conn_establish(conn);
+    if (st != CG_OK) {
+        if (cg_hs_limit_take(&l->refusals, tp->log, l->where))
+            cg_warn(tp->log, "%s: refused connection %u from %s (peer rank "
+                    "%d): %s", l->where, conn->id,
+                    cg_sockaddr_str(&conn->from, str, sizeof(str)),
+                    (int)conn->hs.peer.rank, cg_last_error());
+        cg__ucx_conn_free(conn);
+        return true;
+    }
+    cg_list_push(&l->ready, &conn->link);
+    return true;
+}
+
+/* Every handshake slot is taken: free the oldest, after one last step
+ * (its header may just have arrived), unless it is younger than
+ * CG_UCX_EVICT_GRACE_NS (false: leave new connections in the backlog for
+ * now). A real peer sends its header as soon as it is connected, so the
+ * conn that has waited longest is the likeliest stranger that says
+ * nothing; without this, strangers holding every slot kept the job's own
+ * connections in the kernel's backlog until their handshakes timed out
+ * (CG_TIMEOUT). */
+static bool cg__ucx_make_room(cg__ucx_listener_t *l)
+{
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)l->super.tp;
+    cg__ucx_conn_t *conn = cg_list_entry(l->pending.next, cg__ucx_conn_t,
+                                         link);
+    uint64_t age = cg_now_ns() - conn->born_ns;
+    char str[CG_SOCKADDR_STRLEN];
+
+    if (cg__ucx_pend_step(l, conn))
+        return true;
+    if (age < CG_UCX_EVICT_GRACE_NS)
+        return false;
+    if (cg_hs_limit_take(&l->refusals, tp->log, l->where))
+        cg_warn(tp->log, "%s: dropped connection from %s: no handshake "
+                "after %.2f s while more connections wait (%d handshakes "
+                "at most)", l->where,
+                cg_sockaddr_str(&conn->from, str, sizeof(str)),
+                (double)age / 1e9, CG_UCX_PENDING_MAX);
+    l->npending--;
+    cg__ucx_conn_free(conn);
+    return true;
+}
+
+/* Accepts what the backlog holds, up to CG_UCX_PENDING_MAX a call; a conn
+ * accepted in this call is never evicted in it (the grace). */
 static void cg__ucx_listener_accept_new(cg__ucx_listener_t *l)
 {
     cg__ucx_tp_t *tp = (cg__ucx_tp_t *)l->super.tp;
     cg__ucx_conn_t *conn;
+    cg_sockaddr_t from;
     cg_status_t st;
     int fd;
 
-    while (l->npending < CG_UCX_PENDING_MAX) {
-        st = cg_sock_accept(l->fd, &fd, NULL);
+    for (int n = 0; n < CG_UCX_PENDING_MAX; n++) {
+        if (l->npending >= CG_UCX_PENDING_MAX && !cg__ucx_make_room(l))
+            return;
+        st = cg_sock_accept(l->fd, &fd, &from);
         if (st == CG_INPROGRESS)
             return;
         if (st != CG_OK) {
@@ -73,6 +140,8 @@ static void cg__ucx_listener_accept_new(cg__ucx_listener_t *l)
             return;
         }
         conn->listener = l;
+        conn->born_ns = cg_now_ns();
+        conn->from = from;
         cg_list_push(&l->pending, &conn->link);
         l->npending++;
     }
@@ -82,26 +151,12 @@ void cg__ucx_listener_progress(cg__ucx_listener_t *l)
 {
     cg__ucx_tp_t *tp = (cg__ucx_tp_t *)l->super.tp;
     cg_list_t *link, *next;
-    cg_status_t st;
 
+    cg_hs_limit_flush(&l->refusals, tp->log, l->where, false);
     cg__ucx_listener_accept_new(l);
     for (link = l->pending.next; link != &l->pending; link = next) {
-        cg__ucx_conn_t *conn = cg_list_entry(link, cg__ucx_conn_t, link);
         next = link->next;
-        st = cg_hs_progress(&conn->hs);
-        if (st == CG_INPROGRESS)
-            continue;
-        l->npending--;
-        cg_list_del(&conn->link);
-        if (st == CG_OK)
-            st = cg__ucx_conn_establish(conn);
-        if (st != CG_OK) {
-            cg_warn(tp->log, "ucx: refused connection %u (peer rank %d): %s",
-                    conn->id, (int)conn->hs.peer.rank, cg_last_error());
-            cg__ucx_conn_free(conn);
-            continue;
-        }
-        cg_list_push(&l->ready, &conn->link);
+        cg__ucx_pend_step(l, cg_list_entry(link, cg__ucx_conn_t, link));
     }
 }
 
@@ -134,6 +189,7 @@ void cg__ucx_listener_close(cg_tp_listener_t *super)
     cg__ucx_listener_t *l = (cg__ucx_listener_t *)super;
     cg__ucx_tp_t *tp = (cg__ucx_tp_t *)super->tp;
 
+    cg_hs_limit_flush(&l->refusals, tp->log, l->where, true);
     while (!cg_list_empty(&l->pending))
         cg__ucx_conn_free(cg_list_entry(l->pending.next, cg__ucx_conn_t, link));
     while (!cg_list_empty(&l->ready))

@@ -7,7 +7,8 @@ the flood is up, must still join and finish with exact results, rank 0
 must log the refusals, and its descriptors and memory must stay bounded
 (measured during the flood, from /proc). (The transport's listen ports
 exist only between two bootstrap exchanges, too briefly to aim at from
-outside; tests/transport/test_tcp_fault.c covers their handshakes.)
+outside; tests/transport/test_tcp_fault.c covers their handshakes, and
+tests/plugin/nccl/np_flood.c floods the net plugin's long-lived listen comm.)
 usage: test_hostile.py CGNT_RANK [--no-ucx]
 """
 import os

@@ -5,6 +5,7 @@
 #include "np_drv.h"
 
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,10 +17,21 @@
     ((d)->ver == 11 ? (expr11) : (d)->ver == 10 ? (expr10)                 \
      : (d)->ver == 9 ? (expr9) : (expr8))
 
+void (*np_drv_log_sink)(int level, const char *line);
+
 static void np__log(ncclDebugLogLevel level, unsigned long flags,
                     const char *file, int line, const char *fmt, ...)
 {
-    (void)level; (void)flags; (void)file; (void)line; (void)fmt;
+    char text[1024];
+    va_list ap;
+
+    (void)flags; (void)file; (void)line;
+    if (np_drv_log_sink == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    np_drv_log_sink((int)level, text);
 }
 
 int np_drv_open(np_drv_t *d, const char *path, int ver)

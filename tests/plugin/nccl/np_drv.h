@@ -22,6 +22,9 @@ typedef struct np_drv {
     void *ctx;
 } np_drv_t;
 
+/* Where the plugin's log lines go (formatted, NCCL's level); NULL: dropped. */
+extern void (*np_drv_log_sink)(int level, const char *line);
+
 int np_drv_open(np_drv_t *d, const char *path, int ver);
 void np_drv_close(np_drv_t *d);
 ncclResult_t np_init(np_drv_t *d);
