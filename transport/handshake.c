@@ -116,12 +116,13 @@ cg_status_t cg_hs_check(const cg_hs_hdr_t *hdr, uint16_t kind,
     if (hdr->kind != kind)
         return cg_error_set(CG_ERR_HANDSHAKE, "kind %u, expected %u",
                             hdr->kind, kind);
+    /* The job's cookie is its only secret: never in a log line. */
     if (hdr->cookie != cookie)
         return cg_error_set(CG_ERR_HANDSHAKE,
-                            "cookie mismatch: 0x%016llx, expected 0x%016llx "
-                            "(peer from another job)",
-                            (unsigned long long)hdr->cookie,
-                            (unsigned long long)cookie);
+                            "cookie mismatch: the peer presented 0x%016llx, "
+                            "not this job's cookie (a peer from another job, "
+                            "or CG_RUN_SECRET differs)",
+                            (unsigned long long)hdr->cookie);
     return CG_OK;
 }
 

@@ -87,6 +87,9 @@ Test(handshake, wrong_kind_or_cookie_is_refused)
     cr_assert_eq(cg_hs_check(&h, h.kind, 42), CG_ERR_HANDSHAKE);
     cr_assert(strstr(cg_last_error(), "cookie mismatch") != NULL, "%s",
               cg_last_error());
+    /* The expected cookie (42 = 0x2a) is the job's secret: not told. */
+    cr_assert(strstr(cg_last_error(), "000000000000002a") == NULL, "%s",
+              cg_last_error());
 }
 
 /* Runs connector (fd a) and acceptor (fd b) alternately until both end. */
