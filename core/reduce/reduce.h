@@ -19,7 +19,9 @@
  *   the second operand (in / b) is kept. For sum/prod, which NaN's payload
  *   survives when both operands are NaN is left open (IEEE 754).
  * - average reduces as sum; cg_reduce_post() finishes it:
- *     floats: multiply by postscale / nranks (computed in double);
+ *     floats: multiply by postscale / nranks (computed in double; f32 and
+ *     f64 then multiply in double and round once, f16/bf16 multiply by
+ *     that factor rounded to float, in f32);
  *     integers: divide by nranks truncating toward zero (as NCCL's ncclAvg
  *     does for integer types), then apply postscale if it is not 1.
  * - scaling (cg_scale, prescale, postscale): a factor of exactly 1 leaves the

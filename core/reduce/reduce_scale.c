@@ -67,6 +67,16 @@
 
 CG__SCALE(f64, cg__f64u_t, CG__NOPREP, x * factor, CG__SNOFAST)
 CG__SCALE(f32, cg__f32u_t, CG__HALFPREP, x * ff, CG__SNOFAST)
+
+/* The average's f32 step: the product in double, one rounding to f32
+ * (postscale / nranks is rarely a float: 1/3 rounded to float first would
+ * be off by up to an ulp more). */
+CG__CLONES static void cg__scale_f32_avg(void *buf_v, size_t n, double factor)
+{
+    cg__f32u_t *restrict buf = buf_v;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (float)((double)buf[i] * factor);
+}
 CG__SCALE(f16, cg__h16u_t, CG__HALFPREP, cg_f32_to_f16(cg_f16_to_f32(x) * ff),
           CG__F16FAST)
 CG__SCALE(bf16, cg__h16u_t, CG__HALFPREP,
@@ -183,6 +193,11 @@ cg_status_t cg_reduce_post(void *buf, size_t count, cg_dtype_t dt,
         return cg_error_set(CG_ERR_INVALID_PARAM,
                             "reduction post step: rank count %d, must be at "
                             "least 1", nranks);
+    }
+    if (op == CG_OP_AVG && dt == CG_DTYPE_F32) {
+        if (count != 0 && postscale / nranks != 1.0)
+            cg__scale_f32_avg(buf, count, postscale / nranks);
+        return CG_OK;
     }
     if (op == CG_OP_AVG && cg__scale_kernels[dt].divide == NULL) {
         cg_scale(buf, count, dt, postscale / nranks);

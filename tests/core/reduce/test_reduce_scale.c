@@ -178,6 +178,10 @@ static void check_average(cg_dtype_t dt, int nr, double post, uint64_t seed)
     cr_assert_eq(cg_reduce_post(acc, N, dt, CG_OP_AVG, nr, post), CG_OK,
                  "%s", cg_last_error());
     for (size_t i = 0; i < N; i++) {
+        if (dt == CG_DTYPE_F32) { /* in double, one rounding */
+            ref_setf(want, i, dt, ref_getf(want, i, dt) * (post / nr));
+            continue;
+        }
         if (ref_is_float(dt)) {
             ref_scale1(want, i, dt, post / nr);
             continue;
