@@ -89,6 +89,10 @@ static MPI_Datatype cg__mpi_type(cg_dtype_t dt)
         return MPI_INT8_T;
     case CG_DTYPE_U8:
         return MPI_UINT8_T;
+    case CG_DTYPE_I16:
+        return MPI_INT16_T;
+    case CG_DTYPE_U16:
+        return MPI_UINT16_T;
     case CG_DTYPE_I32:
         return MPI_INT32_T;
     case CG_DTYPE_U32:

@@ -193,6 +193,19 @@ static cg_status_t cg__device_only(cg_backend_mem_t mem)
                         "backend)");
 }
 
+/* NCCL has no 16-bit integers (cg_dtype_t's values past ncclBfloat16 are
+ * collguard's own): refused, as Horovod's GetNCCLDataType throws "Type
+ * int16 is not supported in NCCL mode". */
+static cg_status_t cg__nccl_dtype(cg_dtype_t dt, const char *what)
+{
+    if ((int)dt <= (int)CG_DTYPE_BF16)
+        return CG_OK;
+    return cg_error_set(CG_ERR_UNSUPPORTED, "nccl backend: %s of dtype %s is "
+                        "not supported (NCCL has no 16-bit integer type; "
+                        "HOROVOD_GPU_OPERATIONS=COLLGUARD or MPI reduces it "
+                        "through host staging)", what, cg_dtype_name(dt));
+}
+
 static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
                                  void *recv, size_t count, cg_dtype_t dt,
                                  cg_redop_t op, double prescale,
@@ -207,6 +220,8 @@ static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
     ncclResult_t r;
     cg_status_t st = cg__device_only(mem);
 
+    if (st == CG_OK)
+        st = cg__nccl_dtype(dt, "allreduce");
     if (st != CG_OK)
         return st;
     if (!fold && (prescale != 1.0 || postscale != 1.0))
@@ -252,6 +267,8 @@ static cg_status_t cg__broadcast(cg_backend_t *be, void *buf, size_t count,
     ncclResult_t r;
     cg_status_t st = cg__device_only(mem);
 
+    if (st == CG_OK)
+        st = cg__nccl_dtype(dt, "broadcast");
     if (st != CG_OK)
         return st;
     st = cg__comm(nb);

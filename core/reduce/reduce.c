@@ -25,6 +25,8 @@ static const cg__reduce_kernels_t *const cg__reduce_kernels[CG_DTYPE_COUNT] = {
     [CG_DTYPE_F32] = &cg__reduce_kernels_f32,
     [CG_DTYPE_F64] = &cg__reduce_kernels_f64,
     [CG_DTYPE_BF16] = &cg__reduce_kernels_bf16,
+    [CG_DTYPE_I16] = &cg__reduce_kernels_i16,
+    [CG_DTYPE_U16] = &cg__reduce_kernels_u16,
 };
 
 #define CG__DTYPE_SIZE(e, v, bytes, name) [e] = bytes,
@@ -62,8 +64,9 @@ static int cg__redop_valid(cg_redop_t op)
 
 static int cg__dtype_integer(cg_dtype_t dt)
 {
-    return dt == CG_DTYPE_I8 || dt == CG_DTYPE_U8 || dt == CG_DTYPE_I32 ||
-           dt == CG_DTYPE_U32 || dt == CG_DTYPE_I64 || dt == CG_DTYPE_U64;
+    return dt == CG_DTYPE_I8 || dt == CG_DTYPE_U8 || dt == CG_DTYPE_I16 ||
+           dt == CG_DTYPE_U16 || dt == CG_DTYPE_I32 || dt == CG_DTYPE_U32 ||
+           dt == CG_DTYPE_I64 || dt == CG_DTYPE_U64;
 }
 
 size_t cg_dtype_size(cg_dtype_t dt)

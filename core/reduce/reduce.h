@@ -19,16 +19,23 @@
  *   the second operand (in / b) is kept. For sum/prod, which NaN's payload
  *   survives when both operands are NaN is left open (IEEE 754).
  * - average reduces as sum; cg_reduce_post() finishes it:
- *     floats: multiply by postscale / nranks (computed in double);
+ *     floats: multiply by postscale / nranks (computed in double; f32 and
+ *     f64 then multiply in double and round once, f16/bf16 multiply by
+ *     that factor rounded to float, in f32);
  *     integers: divide by nranks truncating toward zero (as NCCL's ncclAvg
  *     does for integer types), then apply postscale if it is not 1.
  * - scaling (cg_scale, prescale, postscale): a factor of exactly 1 leaves the
  *   data untouched (so 64-bit integers stay exact). Otherwise
- *     f64: x * factor; f32: (double)x * factor (in double), then to f32;
- *     f16/bf16: x * (float)factor in f32, rounded to nearest even;
- *     integers: (double)x * factor rounded to nearest (ties to even), then
- *     saturated to the type's range, NaN -> 0 (values beyond 2^53 lose
- *     precision in the double product).
+ *     f64: x * factor; f32: x * (float)factor in f32;
+ *     f16/bf16: x * (float)factor in f32, rounded to nearest even
+ *     (Horovod's CPU ScaleBuffer, bit for bit: it scales f32 and f16 by
+ *     the factor rounded to float);
+ *     integers: (double)x * factor converted back truncating toward zero,
+ *     as Horovod's CPU ScaleBuffer does (C's double -> integer conversion),
+ *     bit for bit, except where C leaves that conversion undefined: a
+ *     product beyond the type's range saturates to it and NaN gives 0
+ *     (values beyond 2^53 lose precision in the double product, as in
+ *     Horovod).
  * - the FP environment is the default one (round to nearest, no
  *   flush-to-zero); a caller that changes MXCSR changes the results.
  */

@@ -17,6 +17,8 @@
 /* Element types with alignment 1: loads and stores at any address. */
 typedef int8_t cg__i8u_t;
 typedef uint8_t cg__u8u_t;
+typedef int16_t cg__i16u_t __attribute__((aligned(1)));
+typedef uint16_t cg__u16u_t __attribute__((aligned(1)));
 typedef int32_t cg__i32u_t __attribute__((aligned(1)));
 typedef uint32_t cg__u32u_t __attribute__((aligned(1)));
 typedef int64_t cg__i64u_t __attribute__((aligned(1)));
@@ -55,6 +57,8 @@ extern const cg__reduce_kernels_t cg__reduce_kernels_f16;
 extern const cg__reduce_kernels_t cg__reduce_kernels_f32;
 extern const cg__reduce_kernels_t cg__reduce_kernels_f64;
 extern const cg__reduce_kernels_t cg__reduce_kernels_bf16;
+extern const cg__reduce_kernels_t cg__reduce_kernels_i16;
+extern const cg__reduce_kernels_t cg__reduce_kernels_u16;
 
 /* x86-64: each kernel is also built for AVX2 and picked at load time (an
  * ifunc); the baseline build still runs on any x86-64. Same IEEE operations

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Reduction kernels for the integer dtypes (i8 u8 i32 u32 i64 u64). Sum and
+ * Reduction kernels for the integer dtypes (i8 u8 i16 u16 i32 u32 i64
+ * u64). Sum and
  * prod wrap (two's complement): they run in the unsigned type, where
  * overflow is defined, and convert back (modulo, as gcc defines it). The
  * internal bitwise AND (CG_OP_BAND) works on bytes, whatever the integer
@@ -15,6 +16,10 @@
 /* u8 and i8 promote to int before + and *: 255 * 255 fits, no overflow */
 CG__INT_KERNELS(i8, cg__i8u_t, uint8_t)
 CG__INT_KERNELS(u8, cg__u8u_t, uint8_t)
+/* 16 bits compute in unsigned int: uint16_t would promote to int, where
+ * 65535 * 65535 overflows */
+CG__INT_KERNELS(i16, cg__i16u_t, unsigned)
+CG__INT_KERNELS(u16, cg__u16u_t, unsigned)
 CG__INT_KERNELS(i32, cg__i32u_t, uint32_t)
 CG__INT_KERNELS(u32, cg__u32u_t, uint32_t)
 CG__INT_KERNELS(i64, cg__i64u_t, uint64_t)

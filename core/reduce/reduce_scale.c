@@ -6,7 +6,6 @@
  * core/reduce/reduce.h. Part of core/; calls only core/base and core/reduce/half.h.
  */
 #include <assert.h>
-#include <math.h>
 #include <string.h>
 
 #include "core/base/error.h"
@@ -15,18 +14,12 @@
 #include "core/reduce/reduce_half_x86_impl.h"
 #include "core/reduce/reduce_impl.h"
 
-/* Round to nearest, ties to even, without libm (so loops vectorise): below
- * 2^52 adding and removing 2^52 (with v's sign) leaves the rounded value;
- * from 2^52 on every double is an integer already. */
-static inline double cg__round_even(double v)
-{
-    const double m = copysign(0x1p52, v);
-    return fabs(v) < 0x1p52 ? (v + m) - m : v;
-}
-
-/* Rounded double v -> integer type T, saturating, NaN -> 0. lo is the
- * type's minimum and hi_ex its maximum plus one (both powers of two or 0,
- * exact as doubles even for 64 bits, where the maximum itself is not). */
+/* Double v -> integer type T truncating toward zero (C's conversion),
+ * saturating, NaN -> 0. lo is the type's minimum and hi_ex its maximum plus
+ * one (both powers of two or 0, exact as doubles even for 64 bits, where
+ * the maximum itself is not): v in (lo - 1, lo] truncates to lo and v in
+ * [hi_ex - 1, hi_ex) to the maximum anyway, so only values whose
+ * conversion C leaves undefined are clamped. */
 #define CG__SAT(T, v, lo, hi_ex, tmax)                                        \
     ((v) != (v) ? (T)0                                                        \
                 : ((v) >= (hi_ex) ? (T)(tmax)                                 \
@@ -60,7 +53,7 @@ static inline double cg__round_even(double v)
     }
 
 #define CG__NOPREP (void)0
-#define CG__HALFPREP const float ff = (float)factor
+#define CG__HALFPREP const float ff = (float)factor /* f32, f16, bf16 */
 #define CG__SNOFAST(out, in, n) ((size_t)0)
 #if CG_HAVE_X86_KERNELS /* vector paths, core/reduce/reduce_half_x86.c */
 #define CG__F16FAST(out, in, n)                                               \
@@ -73,29 +66,34 @@ static inline double cg__round_even(double v)
 #endif
 
 CG__SCALE(f64, cg__f64u_t, CG__NOPREP, x * factor, CG__SNOFAST)
-CG__SCALE(f32, cg__f32u_t, CG__NOPREP, (float)((double)x * factor),
-          CG__SNOFAST)
+CG__SCALE(f32, cg__f32u_t, CG__HALFPREP, x * ff, CG__SNOFAST)
+
+/* The average's f32 step: the product in double, one rounding to f32
+ * (postscale / nranks is rarely a float: 1/3 rounded to float first would
+ * be off by up to an ulp more). */
+CG__CLONES static void cg__scale_f32_avg(void *buf_v, size_t n, double factor)
+{
+    cg__f32u_t *restrict buf = buf_v;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (float)((double)buf[i] * factor);
+}
 CG__SCALE(f16, cg__h16u_t, CG__HALFPREP, cg_f32_to_f16(cg_f16_to_f32(x) * ff),
           CG__F16FAST)
 CG__SCALE(bf16, cg__h16u_t, CG__HALFPREP,
           cg_f32_to_bf16(cg_bf16_to_f32(x) * ff), CG__BF16FAST)
 
-/* The product in double, rounded to nearest even. */
-static inline double cg__iscale(double x, double factor)
-{
-    return cg__round_even(x * factor);
-}
-
 #define CG__ISCALE(sfx, T, lo, hi_ex, tmax)                                   \
     static inline T cg__iscale_##sfx(T x, double factor)                      \
     {                                                                         \
-        const double v = cg__iscale((double)x, factor);                       \
+        const double v = (double)x * factor;                                  \
         return CG__SAT(T, v, lo, hi_ex, tmax);                                \
     }                                                                         \
     CG__SCALE(sfx, T, CG__NOPREP, cg__iscale_##sfx(x, factor), CG__SNOFAST)
 
 CG__ISCALE(i8, int8_t, -128.0, 128.0, INT8_MAX)
 CG__ISCALE(u8, uint8_t, 0.0, 256.0, UINT8_MAX)
+CG__ISCALE(i16, cg__i16u_t, -32768.0, 32768.0, INT16_MAX)
+CG__ISCALE(u16, cg__u16u_t, 0.0, 65536.0, UINT16_MAX)
 CG__ISCALE(i32, cg__i32u_t, -2147483648.0, 2147483648.0, INT32_MAX)
 CG__ISCALE(u32, cg__u32u_t, 0.0, 4294967296.0, UINT32_MAX)
 CG__ISCALE(i64, cg__i64u_t, -0x1p63, 0x1p63, INT64_MAX)
@@ -119,6 +117,8 @@ CG__ISCALE(u64, cg__u64u_t, 0.0, 0x1p64, UINT64_MAX)
 
 CG__DIVIDE(i8, int8_t, (int8_t)((double)x / d))
 CG__DIVIDE(u8, uint8_t, (uint8_t)((double)x / d))
+CG__DIVIDE(i16, cg__i16u_t, (int16_t)((double)x / d))
+CG__DIVIDE(u16, cg__u16u_t, (uint16_t)((double)x / d))
 CG__DIVIDE(i32, cg__i32u_t, (int32_t)((double)x / d))
 CG__DIVIDE(u32, cg__u32u_t, (uint32_t)((double)x / d))
 CG__DIVIDE(i64, cg__i64u_t, x / (int64_t)divisor)
@@ -145,6 +145,8 @@ static const cg__scale_kernels_t cg__scale_kernels[CG_DTYPE_COUNT] = {
     [CG_DTYPE_F32] = CG__SK(f32, NULL),
     [CG_DTYPE_F64] = CG__SK(f64, NULL),
     [CG_DTYPE_BF16] = CG__SK(bf16, NULL),
+    [CG_DTYPE_I16] = CG__SK(i16, cg__divide_i16),
+    [CG_DTYPE_U16] = CG__SK(u16, cg__divide_u16),
 };
 
 void cg_scale(void *buf, size_t count, cg_dtype_t dt, double factor)
@@ -191,6 +193,11 @@ cg_status_t cg_reduce_post(void *buf, size_t count, cg_dtype_t dt,
         return cg_error_set(CG_ERR_INVALID_PARAM,
                             "reduction post step: rank count %d, must be at "
                             "least 1", nranks);
+    }
+    if (op == CG_OP_AVG && dt == CG_DTYPE_F32) {
+        if (count != 0 && postscale / nranks != 1.0)
+            cg__scale_f32_avg(buf, count, postscale / nranks);
+        return CG_OK;
     }
     if (op == CG_OP_AVG && cg__scale_kernels[dt].divide == NULL) {
         cg_scale(buf, count, dt, postscale / nranks);

@@ -17,7 +17,10 @@
 extern "C" {
 #endif
 
-/* X(enum, value, bytes, name) -- values as NCCL's ncclInt8 .. ncclBfloat16 */
+/* X(enum, value, bytes, name) -- values 0..9 as NCCL's ncclInt8 ..
+ * ncclBfloat16; the 16-bit integers (Horovod's HOROVOD_INT16/UINT16) have
+ * no NCCL counterpart and take collguard's own values after them (the
+ * NCCL backend refuses them, as Horovod's NCCL operations do). */
 #define CG_DTYPE_MAP(X)                                                       \
     X(CG_DTYPE_I8, 0, 1, "i8")                                                \
     X(CG_DTYPE_U8, 1, 1, "u8")                                                \
@@ -28,13 +31,15 @@ extern "C" {
     X(CG_DTYPE_F16, 6, 2, "f16")                                              \
     X(CG_DTYPE_F32, 7, 4, "f32")                                              \
     X(CG_DTYPE_F64, 8, 8, "f64")                                              \
-    X(CG_DTYPE_BF16, 9, 2, "bf16")
+    X(CG_DTYPE_BF16, 9, 2, "bf16")                                            \
+    X(CG_DTYPE_I16, 10, 2, "i16")                                             \
+    X(CG_DTYPE_U16, 11, 2, "u16")
 
 typedef enum {
 #define CG__DTYPE_ENUM(e, v, bytes, name) e = v,
     CG_DTYPE_MAP(CG__DTYPE_ENUM)
 #undef CG__DTYPE_ENUM
-    CG_DTYPE_COUNT = 10
+    CG_DTYPE_COUNT = 12
 } cg_dtype_t;
 
 /* X(enum, value, name) -- values as NCCL's ncclSum .. ncclAvg; adasum has no

@@ -13,7 +13,7 @@ import json
 # Bytes per element by the names cg_dtype_name gives (include/collguard/
 # types.h, CG_DTYPE_MAP; the test timeline_report_dtypes keeps them equal).
 DTYPE_BYTES = {"i8": 1, "u8": 1, "i32": 4, "u32": 4, "i64": 8, "u64": 8,
-               "f16": 2, "f32": 4, "f64": 8, "bf16": 2}
+               "f16": 2, "f32": 4, "f64": 8, "bf16": 2, "i16": 2, "u16": 2}
 OPS = ("ALLREDUCE", "BROADCAST", "ALLGATHER")
 COPIES = ("MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER")
 COUNTERS = ("free_memory", "governor", "pressure")

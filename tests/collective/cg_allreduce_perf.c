@@ -22,6 +22,7 @@ static int ar_mpi(const perf_opts_t *o, void *send, void *recv, size_t count)
 {
     static const MPI_Datatype types[CG_DTYPE_COUNT] = {
         [CG_DTYPE_I8] = MPI_INT8_T, [CG_DTYPE_U8] = MPI_UINT8_T,
+        [CG_DTYPE_I16] = MPI_INT16_T, [CG_DTYPE_U16] = MPI_UINT16_T,
         [CG_DTYPE_I32] = MPI_INT32_T, [CG_DTYPE_U32] = MPI_UINT32_T,
         [CG_DTYPE_I64] = MPI_INT64_T, [CG_DTYPE_U64] = MPI_UINT64_T,
         [CG_DTYPE_F32] = MPI_FLOAT, [CG_DTYPE_F64] = MPI_DOUBLE};

@@ -31,8 +31,9 @@ static void perf_usage(const perf_coll_t *c)
             "  [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root] [-t "
             "socket|ucx]\n"
             "  [-B collguard|mpi] [-H] [-R]\n"
-            "  sizes: 8, 1K, 64M; dtype: int8 uint8 int32 uint32 int64 "
-            "uint64 half float double bfloat16 (or i8 .. bf16);\n"
+            "  sizes: 8, 1K, 64M; dtype: int8 uint8 int16 uint16 int32 "
+            "uint32 int64\n  uint64 half float double bfloat16 (or i8 .. "
+            "bf16);\n"
             "  op: sum prod min max avg; -r -1: every root in turn;\n"
             "  -H print a hash of each result; -R random data (no -c)\n",
             c->name);
@@ -40,7 +41,8 @@ static void perf_usage(const perf_coll_t *c)
 }
 
 static const struct { const char *alias, *name; } perf_dt_alias[] = {
-    {"int8", "i8"}, {"uint8", "u8"}, {"int32", "i32"}, {"int", "i32"},
+    {"int8", "i8"}, {"uint8", "u8"}, {"int16", "i16"}, {"uint16", "u16"},
+    {"int32", "i32"}, {"int", "i32"},
     {"uint32", "u32"}, {"int64", "i64"}, {"uint64", "u64"}, {"half", "f16"},
     {"float16", "f16"}, {"float", "f32"}, {"float32", "f32"},
     {"double", "f64"}, {"float64", "f64"}, {"bfloat16", "bf16"}};

@@ -79,6 +79,8 @@ double perf_load(cg_dtype_t dt, const void *buf, size_t i)
     switch (dt) {
     case CG_DTYPE_I8: return ((const int8_t *)buf)[i];
     case CG_DTYPE_U8: return ((const uint8_t *)buf)[i];
+    case CG_DTYPE_I16: return ((const int16_t *)buf)[i];
+    case CG_DTYPE_U16: return ((const uint16_t *)buf)[i];
     case CG_DTYPE_I32: return ((const int32_t *)buf)[i];
     case CG_DTYPE_U32: return ((const uint32_t *)buf)[i];
     case CG_DTYPE_I64: return (double)((const int64_t *)buf)[i];
@@ -98,6 +100,8 @@ void perf_store(cg_dtype_t dt, void *buf, size_t i, double v)
     switch (dt) {
     case CG_DTYPE_I8: ((int8_t *)buf)[i] = (int8_t)(uint8_t)w; break;
     case CG_DTYPE_U8: ((uint8_t *)buf)[i] = (uint8_t)w; break;
+    case CG_DTYPE_I16: ((int16_t *)buf)[i] = (int16_t)(uint16_t)w; break;
+    case CG_DTYPE_U16: ((uint16_t *)buf)[i] = (uint16_t)w; break;
     case CG_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)(uint32_t)w; break;
     case CG_DTYPE_U32: ((uint32_t *)buf)[i] = (uint32_t)w; break;
     case CG_DTYPE_I64: ((int64_t *)buf)[i] = (int64_t)w; break;
@@ -123,7 +127,8 @@ double perf_as_type(cg_dtype_t dt, double v)
 
 static bool perf_unsigned(cg_dtype_t dt)
 {
-    return dt == CG_DTYPE_U8 || dt == CG_DTYPE_U32 || dt == CG_DTYPE_U64;
+    return dt == CG_DTYPE_U8 || dt == CG_DTYPE_U16 || dt == CG_DTYPE_U32 ||
+           dt == CG_DTYPE_U64;
 }
 
 double perf_pattern(const perf_opts_t *o, int r, size_t i)

@@ -68,6 +68,10 @@ put("negotiate", "two-ranks", nego([(1, 0, 1 << 20, 1024), (2, 0, 1 << 22, 512)]
     [wire("a"), wire("a"), wire("b", typ=1, root=1, shape=(2, 3))]))
 put("negotiate", "allgather-bf16", nego([(1, 0, 0, 0)] * 3,
     [wire("g", typ=2, dtype=9, shape=(5, 7, 2))] * 3))
+put("negotiate", "broadcast-i16", nego([(1, 0, 64, 8)] * 2,
+    [wire("h", typ=1, dtype=10, root=1, shape=(3, 5))] * 2))
+put("negotiate", "allreduce-u16-prescale", nego([(1, 0, 64, 8)],
+    [wire("u", dtype=11, shape=(9,), pre=0.25)]))
 put("negotiate", "reducescatter-avg", nego([(1, 1, 4096, 16)] * 4,
     [wire("r", typ=3, op=4, shape=(8,), pre=0.5)] * 4))
 put("negotiate", "stall-stop", nego([(0, 2, 0, 0), (0, 0, 1, 1)], []))

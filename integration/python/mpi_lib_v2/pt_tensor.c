@@ -21,9 +21,10 @@ typedef struct pt_dtype {
 
 static pt_dtype_t pt__dtypes[] = {
     {"int8", CG_DTYPE_I8, 1, NULL},     {"uint8", CG_DTYPE_U8, 1, NULL},
-    {"int32", CG_DTYPE_I32, 4, NULL},   {"int64", CG_DTYPE_I64, 8, NULL},
-    {"float16", CG_DTYPE_F16, 2, NULL}, {"float32", CG_DTYPE_F32, 4, NULL},
-    {"float64", CG_DTYPE_F64, 8, NULL}, {"bfloat16", CG_DTYPE_BF16, 2, NULL},
+    {"int16", CG_DTYPE_I16, 2, NULL},   {"int32", CG_DTYPE_I32, 4, NULL},
+    {"int64", CG_DTYPE_I64, 8, NULL},   {"float16", CG_DTYPE_F16, 2, NULL},
+    {"float32", CG_DTYPE_F32, 4, NULL}, {"float64", CG_DTYPE_F64, 8, NULL},
+    {"bfloat16", CG_DTYPE_BF16, 2, NULL},
 };
 #define PT__NDTYPES (sizeof(pt__dtypes) / sizeof(pt__dtypes[0]))
 
@@ -117,7 +118,8 @@ static int pt__dtype(PyObject *tensor, pt_tensor_t *d)
         }
     PyErr_Format(PyExc_ValueError,
                  "collguard: tensor dtype %R is not supported (int8, uint8, "
-                 "int32, int64, float16, bfloat16, float32, float64 are)",
+                 "int16, int32, int64, float16, bfloat16, float32, float64 "
+                 "are)",
                  dt);
     Py_DECREF(dt);
     return -1;

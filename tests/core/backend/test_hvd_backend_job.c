@@ -19,7 +19,7 @@ extern char **environ;
 
 static const cg_dtype_t hb_dts[HB_NDT] = {CG_DTYPE_F32, CG_DTYPE_F64,
                                           CG_DTYPE_I32, CG_DTYPE_F16,
-                                          CG_DTYPE_BF16};
+                                          CG_DTYPE_BF16, CG_DTYPE_I16};
 static const cg_redop_t hb_ops[HB_NOPS] = {CG_OP_SUM, CG_OP_AVG, CG_OP_MIN,
                                            CG_OP_MAX, CG_OP_PROD};
 static const size_t hb_counts[4] = {17, 25, 33, 40000};
@@ -79,6 +79,9 @@ static void hb_put(cg_dtype_t dt, void *buf, size_t i, double v)
     case CG_DTYPE_I32:
         ((int32_t *)buf)[i] = (int32_t)v;
         break;
+    case CG_DTYPE_I16:
+        ((int16_t *)buf)[i] = (int16_t)v;
+        break;
     case CG_DTYPE_F16:
         ((uint16_t *)buf)[i] = cg_f32_to_f16((float)v);
         break;
@@ -97,6 +100,8 @@ static double hb_get(cg_dtype_t dt, const void *buf, size_t i)
         return ((const double *)buf)[i];
     case CG_DTYPE_I32:
         return ((const int32_t *)buf)[i];
+    case CG_DTYPE_I16:
+        return ((const int16_t *)buf)[i];
     case CG_DTYPE_F16:
         return cg_f16_to_f32(((const uint16_t *)buf)[i]);
     default:
@@ -111,6 +116,7 @@ static double hb_get(cg_dtype_t dt, const void *buf, size_t i)
 static double hb_val(cg_dtype_t dt, cg_redop_t op, int r, size_t i)
 {
     if ((op == CG_OP_MIN || op == CG_OP_MAX) && dt != CG_DTYPE_I32 &&
+        dt != CG_DTYPE_I16 &&
         r == 1 && i % 7 == 3)
         return NAN;
     if (op == CG_OP_PROD)

@@ -14,7 +14,7 @@
 #include "collguard/collguard.h"
 #include "collguard/hvd.h"
 
-#define HB_NDT 5
+#define HB_NDT 6
 #define HB_NOPS 5
 #define HB_RANKS_MAX 8
 #define HB_NAR (HB_NDT * HB_NOPS * 2 * 4)

@@ -170,3 +170,42 @@ Test(hvd_gpu, nccl_scales_floats_sum_avg_on_several_ranks_only)
     cr_assert_not(cg_backend_nccl_scales(CG_DTYPE_I32, CG_OP_SUM, 2));
     cr_assert_not(cg_backend_nccl_scales(CG_DTYPE_I64, CG_OP_AVG, 2));
 }
+
+#if CG_HAVE_NCCL
+/* NCCL has no 16-bit integers: the NCCL backend refuses i16 and u16 with
+ * a message naming the dtype, before it creates a communicator or touches
+ * the (here fake) device buffers, as Horovod's NCCL operations throw
+ * "Type int16 is not supported in NCCL mode". */
+Test(hvd_gpu_governor, nccl_backend_refuses_16_bit_integers,
+     .init = gov_fake_init, .fini = gov_fake_fini, .timeout = 10)
+{
+    cg_config_t cfg;
+    cg_governor_t *gov;
+    cg_backend_t *be = NULL;
+    char buf[16] = {0};
+
+    fake_config(&cfg);
+    gov = fake_governor(&cfg);
+    cg_backend_params_t p = {.gov = gov, .cfg = &cfg, .rank = 0, .size = 2,
+                             .mem = CG_BACKEND_MEM_CUDA,
+                             .var = "HOROVOD_GPU_OPERATIONS"};
+    cr_assert_eq(cg_backend_nccl_create(&p, &be), CG_OK, "%s",
+                 cg_last_error());
+    const cg_dtype_t dts[] = {CG_DTYPE_I16, CG_DTYPE_U16};
+    for (size_t i = 0; i < 2; i++) {
+        cg_status_t st = be->ops->allreduce(be, buf, buf, 4, dts[i],
+                                            CG_OP_SUM, 1.0, 1.0,
+                                            CG_BACKEND_MEM_CUDA);
+        cr_assert_eq(st, CG_ERR_UNSUPPORTED, "%s allreduce: %s",
+                     cg_dtype_name(dts[i]), cg_status_name(st));
+        cr_assert(strstr(cg_last_error(), cg_dtype_name(dts[i])) != NULL &&
+                      strstr(cg_last_error(), "not supported") != NULL,
+                  "message: %s", cg_last_error());
+        st = be->ops->broadcast(be, buf, 4, dts[i], 0, CG_BACKEND_MEM_CUDA);
+        cr_assert_eq(st, CG_ERR_UNSUPPORTED, "%s broadcast: %s",
+                     cg_dtype_name(dts[i]), cg_status_name(st));
+    }
+    be->ops->destroy(be);
+    fake_destroy(gov);
+}
+#endif

@@ -13,11 +13,12 @@
 
 #include "tests/core/util/test_hvd_util.h"
 
-#define AT_NDT 8
+#define AT_NDT 10
 
 static const cg_dtype_t at_dts[AT_NDT] = {
     CG_DTYPE_U8, CG_DTYPE_I8, CG_DTYPE_I32, CG_DTYPE_I64,
-    CG_DTYPE_F16, CG_DTYPE_F32, CG_DTYPE_F64, CG_DTYPE_BF16};
+    CG_DTYPE_F16, CG_DTYPE_F32, CG_DTYPE_F64, CG_DTYPE_BF16,
+    CG_DTYPE_I16, CG_DTYPE_U16};
 
 /* The element (row, col) that rank src sends rank dst, as a byte pattern
  * that every dtype carries exactly: its bits are compared, not values. */

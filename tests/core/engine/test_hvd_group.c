@@ -16,12 +16,13 @@
 
 #include "tests/core/util/test_hvd_util.h"
 
-#define GT_N 6 /* one member per dtype */
+#define GT_N 7 /* one member per dtype */
 #define GT_STEPS 3
 
 static const cg_dtype_t gt_dts[GT_N] = {CG_DTYPE_I32, CG_DTYPE_I64,
                                         CG_DTYPE_F16, CG_DTYPE_F32,
-                                        CG_DTYPE_F64, CG_DTYPE_BF16};
+                                        CG_DTYPE_F64, CG_DTYPE_BF16,
+                                        CG_DTYPE_I16};
 
 /* f16 / bf16 bits of small integers (exact in both). */
 static uint16_t gt_f16(int v)
@@ -58,6 +59,7 @@ static void gt_put(void *buf, cg_dtype_t dt, int64_t i, int v)
     switch (dt) {
     case CG_DTYPE_I32: ((int32_t *)buf)[i] = v; break;
     case CG_DTYPE_I64: ((int64_t *)buf)[i] = v; break;
+    case CG_DTYPE_I16: ((int16_t *)buf)[i] = (int16_t)v; break;
     case CG_DTYPE_F16: ((uint16_t *)buf)[i] = gt_f16(v); break;
     case CG_DTYPE_F32: ((float *)buf)[i] = f; break;
     case CG_DTYPE_F64: ((double *)buf)[i] = v; break;
@@ -75,6 +77,7 @@ static double gt_get(const void *buf, cg_dtype_t dt, int64_t i)
     switch (dt) {
     case CG_DTYPE_I32: return ((const int32_t *)buf)[i];
     case CG_DTYPE_I64: return (double)((const int64_t *)buf)[i];
+    case CG_DTYPE_I16: return ((const int16_t *)buf)[i];
     case CG_DTYPE_F16: return gt_from_f16(((const uint16_t *)buf)[i]);
     case CG_DTYPE_F32: return ((const float *)buf)[i];
     case CG_DTYPE_F64: return ((const double *)buf)[i];

@@ -95,8 +95,9 @@ static void check_dtype(cg_dtype_t dt, int with3)
 
 Test(reduce, integers_match_wide_reference)
 {
-    const cg_dtype_t dts[] = {CG_DTYPE_I8, CG_DTYPE_U8, CG_DTYPE_I32,
-                              CG_DTYPE_U32, CG_DTYPE_I64, CG_DTYPE_U64};
+    const cg_dtype_t dts[] = {CG_DTYPE_I8,  CG_DTYPE_U8,  CG_DTYPE_I16,
+                              CG_DTYPE_U16, CG_DTYPE_I32, CG_DTYPE_U32,
+                              CG_DTYPE_I64, CG_DTYPE_U64};
     for (size_t i = 0; i < sizeof(dts) / sizeof(dts[0]); i++)
         check_dtype(dts[i], 0);
 }
@@ -182,13 +183,14 @@ Test(reduce, check_rejects_out_of_range_dtype_and_op)
 Test(types, values_sizes_and_names_match_nccl)
 {
     /* ncclInt8 0 .. ncclBfloat16 9; ncclSum 0, ncclProd 1, ncclMax 2,
-     * ncclMin 3, ncclAvg 4 */
+     * ncclMin 3, ncclAvg 4; the 16-bit integers (no NCCL type) after */
     static const struct { cg_dtype_t dt; int v; size_t sz; const char *n; }
         t[] = {{CG_DTYPE_I8, 0, 1, "i8"},   {CG_DTYPE_U8, 1, 1, "u8"},
                {CG_DTYPE_I32, 2, 4, "i32"}, {CG_DTYPE_U32, 3, 4, "u32"},
                {CG_DTYPE_I64, 4, 8, "i64"}, {CG_DTYPE_U64, 5, 8, "u64"},
                {CG_DTYPE_F16, 6, 2, "f16"}, {CG_DTYPE_F32, 7, 4, "f32"},
-               {CG_DTYPE_F64, 8, 8, "f64"}, {CG_DTYPE_BF16, 9, 2, "bf16"}};
+               {CG_DTYPE_F64, 8, 8, "f64"}, {CG_DTYPE_BF16, 9, 2, "bf16"},
+               {CG_DTYPE_I16, 10, 2, "i16"}, {CG_DTYPE_U16, 11, 2, "u16"}};
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         cg_dtype_t back;
         cr_assert_eq((int)t[i].dt, t[i].v, "%s = %d", t[i].n, (int)t[i].dt);
@@ -200,7 +202,8 @@ Test(types, values_sizes_and_names_match_nccl)
     }
     cr_assert_eq((int)CG_OP_SUM + CG_OP_PROD + CG_OP_MAX + CG_OP_MIN, 6);
     cr_assert_eq((int)CG_OP_AVG, 4, "avg %d", (int)CG_OP_AVG);
-    cr_assert_eq(cg_dtype_size((cg_dtype_t)10), 0u, "size of 10");
+    cr_assert_eq((int)CG_DTYPE_COUNT, 12, "count %d", (int)CG_DTYPE_COUNT);
+    cr_assert_eq(cg_dtype_size((cg_dtype_t)12), 0u, "size of 12");
     cr_assert_str_eq(cg_dtype_name((cg_dtype_t)-3), "unknown");
 }
 

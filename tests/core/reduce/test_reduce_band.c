@@ -10,8 +10,9 @@
 
 #include "core/reduce/reduce.h"
 
-static const cg_dtype_t ints[] = {CG_DTYPE_I8,  CG_DTYPE_U8,  CG_DTYPE_I32,
-                                  CG_DTYPE_U32, CG_DTYPE_I64, CG_DTYPE_U64};
+static const cg_dtype_t ints[] = {CG_DTYPE_I8,  CG_DTYPE_U8,  CG_DTYPE_I16,
+                                  CG_DTYPE_U16, CG_DTYPE_I32, CG_DTYPE_U32,
+                                  CG_DTYPE_I64, CG_DTYPE_U64};
 
 /* Byte i of a: a pattern; of b: another; a & b is checked byte by byte
  * (AND has no carries, so every integer dtype is the same bytewise). */

@@ -93,6 +93,34 @@ Test(edge, i8_and_u8_prod_wrap)
     cr_assert_eq(u[1], 0, "255 + 1 = %u", u[1]);
 }
 
+Test(edge, i16_and_u16_wrap_in_sum_and_prod)
+{
+    /* u16 * u16 promotes to int in C, where 65535 * 65535 overflows: the
+     * kernel must compute in unsigned int (UBSan flags it otherwise) */
+    int16_t a[4] = {256, INT16_MIN, INT16_MAX, -3};
+    const int16_t b[4] = {256, -1, INT16_MAX, 20000};
+    cg_reduce(a, b, 4, CG_DTYPE_I16, CG_OP_PROD);
+    cr_assert_eq(a[0], 0, "256 * 256 = %d", a[0]);
+    cr_assert_eq(a[1], INT16_MIN, "-32768 * -1 = %d", a[1]);
+    cr_assert_eq(a[2], 1, "32767 * 32767 = %d (mod 65536)", a[2]);
+    cr_assert_eq(a[3], 5536, "-3 * 20000 = %d (-60000 + 65536)", a[3]);
+    uint16_t u[3] = {65535, 65535, 0};
+    const uint16_t v[3] = {65535, 1, 1};
+    cg_reduce(u, v, 1, CG_DTYPE_U16, CG_OP_PROD);
+    cg_reduce(u + 1, v + 1, 1, CG_DTYPE_U16, CG_OP_SUM);
+    cg_reduce(u + 2, v + 2, 1, CG_DTYPE_U16, CG_OP_MAX);
+    cr_assert_eq(u[0], 1, "65535 * 65535 = %u", u[0]);
+    cr_assert_eq(u[1], 0, "65535 + 1 = %u", u[1]);
+    cr_assert_eq(u[2], 1, "max(0, 1) = %u", u[2]);
+    int16_t s[1] = {-1};
+    const int16_t one[1] = {1};
+    uint16_t w[1] = {0xffff};
+    const uint16_t wone[1] = {1};
+    cg_reduce(s, one, 1, CG_DTYPE_I16, CG_OP_MIN);
+    cg_reduce(w, wone, 1, CG_DTYPE_U16, CG_OP_MIN);
+    cr_assert(s[0] == -1 && w[0] == 1, "i16 min %d, u16 min %u", s[0], w[0]);
+}
+
 Test(edge, i64_and_u64_wrap_in_sum_and_prod)
 {
     int64_t a[2] = {INT64_MAX, INT64_MIN};

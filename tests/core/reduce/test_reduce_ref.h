@@ -38,7 +38,8 @@ static inline int ref_is_float(cg_dtype_t dt)
 
 static inline int ref_is_signed(cg_dtype_t dt)
 {
-    return dt == CG_DTYPE_I8 || dt == CG_DTYPE_I32 || dt == CG_DTYPE_I64;
+    return dt == CG_DTYPE_I8 || dt == CG_DTYPE_I16 || dt == CG_DTYPE_I32 ||
+           dt == CG_DTYPE_I64;
 }
 
 /* xorshift64*; state local to each test */

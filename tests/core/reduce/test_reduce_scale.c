@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Units for core/reduce/reduce_scale.c: scaling (prescale/postscale) of every dtype
- * against a libm reference (nearbyint, explicit saturation), integer
- * rounding and saturation, the exact factor 1, average over several ranks
+ * against a libm reference (trunc, explicit saturation), integer
+ * truncation (Horovod's rule) and saturation, the exact factor 1, average over several ranks
  * for every dtype, and the checks of cg_reduce_post. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -14,7 +14,8 @@
 /* Reference scale of element i of buf, by the rule in core/reduce/reduce.h */
 static void ref_scale1(void *buf, size_t i, cg_dtype_t dt, double f)
 {
-    if (dt == CG_DTYPE_F16 || dt == CG_DTYPE_BF16) {
+    if (dt == CG_DTYPE_F16 || dt == CG_DTYPE_BF16 || dt == CG_DTYPE_F32) {
+        /* Horovod: the factor rounded to float, the product in f32 */
         float p = (float)ref_getf(buf, i, dt) * (float)f;
         ref_setf(buf, i, dt, p);
         return;
@@ -26,7 +27,7 @@ static void ref_scale1(void *buf, size_t i, cg_dtype_t dt, double f)
     unsigned bits = 8 * (unsigned)cg_dtype_size(dt);
     double x = ref_is_signed(dt) ? (double)ref_gets(buf, i, dt)
                                  : (double)ref_getu(buf, i, dt);
-    double v = nearbyint(x * f);
+    double v = trunc(x * f); /* Horovod: (T)(factor * x), toward zero */
     double lo = ref_is_signed(dt) ? -ldexp(1, bits - 1) : 0;
     double hi = ref_is_signed(dt) ? ldexp(1, bits - 1) : ldexp(1, bits);
     uint64_t tmax = ref_is_signed(dt) ? (~0ull >> (65 - bits))
@@ -70,14 +71,47 @@ Test(scale, every_dtype_matches_reference_for_several_factors)
             check_scale((cg_dtype_t)dt, fs[k], 1023, 77 + 13 * k + dt);
 }
 
-Test(scale, integers_round_half_to_even)
+Test(scale, integers_truncate_toward_zero_as_horovod)
 {
     int32_t v[6] = {5, 7, -5, -7, 3, 1};
-    const int32_t want[6] = {2, 4, -2, -4, 2, 0};
+    const int32_t want[6] = {2, 3, -2, -3, 1, 0};
     cg_scale(v, 6, CG_DTYPE_I32, 0.5);
     for (int i = 0; i < 6; i++)
         cr_assert_eq(v[i], want[i], "element %d got %d want %d", i, v[i],
                      want[i]);
+    /* Horovod's ScaleBufferCPUImpl: output[i] = (T)(factor * input[i]) */
+    const double f = 0.1915194503788923; /* a factor in (0, 1) as Horovod's tests draw */
+    int16_t h[5] = {-100, -1, 37, 99, 32767}, hc[5];
+    int64_t l[3] = {-99, 53, (int64_t)1 << 53};
+    uint16_t u[2] = {65535, 11};
+    cg_scale_copy(hc, h, 5, CG_DTYPE_I16, f);
+    cg_scale(l, 3, CG_DTYPE_I64, f);
+    cg_scale(u, 2, CG_DTYPE_U16, f);
+    const int16_t hin[5] = {-100, -1, 37, 99, 32767};
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(hc[i], (int16_t)(f * hin[i]), "i16 %d got %d", i, hc[i]);
+    cr_assert(l[0] == (int64_t)(f * -99) && l[0] == -18 &&
+                  l[1] == (int64_t)(f * 53) && l[1] == 10 &&
+                  l[2] == (int64_t)(f * (double)((int64_t)1 << 53)),
+              "i64 got %lld %lld %lld", (long long)l[0], (long long)l[1],
+              (long long)l[2]);
+    cr_assert(u[0] == (uint16_t)(f * 65535) && u[1] == 2, "u16 got %u %u",
+              u[0], u[1]);
+    int8_t c[2] = {-1, 1};
+    cg_scale(c, 2, CG_DTYPE_I8, 0.99);
+    cr_assert(c[0] == 0 && c[1] == 0, "i8 +-1 * 0.99 got %d %d", c[0], c[1]);
+}
+
+Test(scale, f32_multiplies_by_the_factor_rounded_to_float_as_horovod)
+{
+    /* 9 * 0.1 in double, then to float, is 0x1.ccccccp-1; Horovod's
+     * ScaleBufferCPUImpl rounds the factor to float first: 0.1f * 9.0f
+     * is 0x1.cccccep-1 */
+    float v[1] = {9.0f};
+    volatile float want = 0.1f * 9.0f;
+    cg_scale(v, 1, CG_DTYPE_F32, 0.1);
+    cr_assert_eq(v[0], want, "got %a want %a", v[0], want);
+    cr_assert_neq(v[0], (float)(9.0 * 0.1), "%a", v[0]);
 }
 
 Test(scale, integers_saturate_and_nan_gives_zero)
@@ -99,6 +133,17 @@ Test(scale, integers_saturate_and_nan_gives_zero)
     int32_t s[1] = {12345};
     cg_scale(s, 1, CG_DTYPE_I32, NAN);
     cr_assert_eq(s[0], 0, "i32 * NaN = %d", s[0]);
+    int16_t h[2] = {20000, -20000};
+    cg_scale(h, 2, CG_DTYPE_I16, 1.75);
+    cr_assert(h[0] == INT16_MAX && h[1] == INT16_MIN, "i16 got %d %d", h[0],
+              h[1]);
+    uint16_t uh[2] = {60000, 7};
+    cg_scale(uh, 2, CG_DTYPE_U16, -0.5);
+    cr_assert(uh[0] == 0 && uh[1] == 0, "u16 * -0.5 got %u %u", uh[0], uh[1]);
+    cg_scale(uh, 1, CG_DTYPE_U16, 0.0);
+    uh[0] = 40000;
+    cg_scale(uh, 1, CG_DTYPE_U16, 2.0);
+    cr_assert_eq(uh[0], UINT16_MAX, "u16 40000 * 2 = %u", uh[0]);
     uint32_t w[1] = {4000000000u};
     cg_scale(w, 1, CG_DTYPE_U32, 1.5);
     cr_assert_eq(w[0], UINT32_MAX, "u32 4e9 * 1.5 = %u", w[0]);
@@ -133,6 +178,10 @@ static void check_average(cg_dtype_t dt, int nr, double post, uint64_t seed)
     cr_assert_eq(cg_reduce_post(acc, N, dt, CG_OP_AVG, nr, post), CG_OK,
                  "%s", cg_last_error());
     for (size_t i = 0; i < N; i++) {
+        if (dt == CG_DTYPE_F32) { /* in double, one rounding */
+            ref_setf(want, i, dt, ref_getf(want, i, dt) * (post / nr));
+            continue;
+        }
         if (ref_is_float(dt)) {
             ref_scale1(want, i, dt, post / nr);
             continue;
@@ -199,17 +248,18 @@ Test(average, float_average_is_sum_times_postscale_over_ranks)
 
 Test(prescale, applies_to_each_rank_input_before_the_sum)
 {
-    /* Horovod order: each rank's input * prescale (rounded in its type),
+    /* Horovod order: each rank's input * prescale (truncated in its type),
      * summed, then average and postscale */
     const int32_t x0[2] = {3, -3}, x1[2] = {5, 1};
     int32_t acc[2], tmp[2];
-    cg_scale_copy(acc, x0, 2, CG_DTYPE_I32, 0.5);  /* 2 (1.5), -2 (-1.5) */
+    cg_scale_copy(acc, x0, 2, CG_DTYPE_I32, 0.5);  /* 1 (1.5), -1 (-1.5) */
     cg_scale_copy(tmp, x1, 2, CG_DTYPE_I32, 0.5);  /* 2 (2.5), 0 (0.5) */
     cg_reduce(acc, tmp, 2, CG_DTYPE_I32, CG_OP_AVG);
-    cr_assert(acc[0] == 4 && acc[1] == -2, "sum %d %d", acc[0], acc[1]);
+    cr_assert(acc[0] == 3 && acc[1] == -1, "sum %d %d", acc[0], acc[1]);
     cr_assert_eq(cg_reduce_post(acc, 2, CG_DTYPE_I32, CG_OP_AVG, 2, 3.0),
                  CG_OK);
-    cr_assert(acc[0] == 6 && acc[1] == -3, "avg*3 %d %d", acc[0], acc[1]);
+    /* 3 / 2 -> 1, * 3; -1 / 2 -> 0 */
+    cr_assert(acc[0] == 3 && acc[1] == 0, "avg*3 %d %d", acc[0], acc[1]);
     uint16_t h[1] = {0x3c00}; /* f16 1.0 * 1/3: f32 product, then RNE */
     cg_scale(h, 1, CG_DTYPE_F16, 1.0 / 3);
     cr_assert_eq(h[0], 0x3555, "f16 1/3 got 0x%04x", h[0]);
@@ -224,7 +274,7 @@ Test(post, rejects_zero_ranks_and_unsupported_ops_leaving_buffer)
               cg_last_error());
     st = cg_reduce_post(v, 1, CG_DTYPE_F32, CG_OP_ADASUM, 2, 1.0);
     cr_assert_eq(st, CG_ERR_UNSUPPORTED, "got %s", cg_status_name(st));
-    st = cg_reduce_post(v, 1, (cg_dtype_t)11, CG_OP_SUM, 2, 1.0);
+    st = cg_reduce_post(v, 1, CG_DTYPE_COUNT, CG_OP_SUM, 2, 1.0);
     cr_assert_eq(st, CG_ERR_INVALID_PARAM, "got %s", cg_status_name(st));
     cr_assert_eq(v[0], 8.0f, "buffer changed to %a", v[0]);
 }

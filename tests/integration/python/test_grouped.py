@@ -65,7 +65,8 @@ def test_grouped_allreduce_scales_and_fuses_in_one_call():
     assert after["grouped_calls"] - before["grouped_calls"] == 1
 
 
-@pytest.mark.parametrize("dtype,shape", itertools.product(DTYPES, SHAPES))
+@pytest.mark.parametrize("dtype,shape", itertools.product(
+    DTYPES + [torch.int16], SHAPES))
 def test_grouped_allgather_ragged(dtype, shape):
     n, r = hvd.size(), hvd.rank()
     mine = [_value((r + 1 + k,) + shape[1:], dtype, r, k) for k in range(3)]
@@ -133,7 +134,7 @@ def _a2a_block(src, dst, shape, dtype):
 
 
 @pytest.mark.parametrize("dtype,shape", itertools.product(
-    DTYPES + [torch.uint8, torch.int8], SHAPES))
+    DTYPES + [torch.uint8, torch.int8, torch.int16], SHAPES))
 def test_alltoall_uneven_splits(dtype, shape):
     n, r = hvd.size(), hvd.rank()
     mine = torch.cat([_a2a_block(r, d, shape, dtype) for d in range(n)])

@@ -169,3 +169,76 @@ def test_non_leaf_tensors_are_refused_before_anything_is_sent():
     hvd.broadcast_parameters(model.named_parameters(), 0)
     assert hvd.allreduce(torch.ones(2).to(DEV), op=hvd.Sum).tolist() == \
         [float(hvd.size())] * 2
+
+
+def _grouped_calls(monkeypatch):
+    """Records the member count of every grouped allreduce the optimizer
+    starts."""
+    import collguard.torch.optimizer as optmod
+    calls = []
+    real = optmod.grouped_allreduce_async_
+
+    def spy(tensors, **kw):
+        calls.append(len(tensors))
+        return real(tensors, **kw)
+    monkeypatch.setattr(optmod, "grouped_allreduce_async_", spy)
+    return calls
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+@pytest.mark.parametrize("how", ["int", "lists"])
+def test_distributed_optimizer_groups_match_one_process(monkeypatch, how,
+                                                        passes):
+    calls = _grouped_calls(monkeypatch)
+    model = _model()
+    ps = list(model.parameters())  # w0 b0 w1 b1
+    groups = 2 if how == "int" else [[ps[3], ps[0]]]
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+        named_parameters=model.named_parameters(),
+        backward_passes_per_step=passes, groups=groups)
+    hvd.broadcast_parameters(model.state_dict(), 0)
+    x, y = _slice(_data()[0]), _slice(_data()[1])
+    for _ in range(STEPS):
+        opt.zero_grad()
+        for xm, ym in zip(x.chunk(passes), y.chunk(passes)):
+            torch.nn.functional.mse_loss(model(xm), ym).backward()
+        opt.step()
+    # int: two groups of two parameters each step; lists: the group given
+    # and, as in Horovod, b0 and w1 each a group of its own
+    per_step = [2, 2] if how == "int" else [1, 1, 2]
+    assert sorted(calls) == sorted(per_step * STEPS)
+    _assert_same(model, _reference(passes))
+
+
+def test_grouped_gradients_equal_ungrouped_bit_for_bit(monkeypatch):
+    calls = _grouped_calls(monkeypatch)
+    grads = []
+    for groups in (None, 1, 3):
+        model = _model()
+        opt = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.05),
+            named_parameters=model.named_parameters(), groups=groups,
+            gradient_predivide_factor=2.0)
+        x, y = _slice(_data()[0]), _slice(_data()[1])
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.synchronize()
+        grads.append([p.grad.clone() for p in model.parameters()])
+        with opt.skip_synchronize():
+            opt.step()
+    # groups=1: one call of all four; groups=3: split 2, 1, 1 (the calls
+    # start as backward reaches each group's last gradient: 1, 1, 2)
+    assert calls[0] == 4 and sorted(calls[1:]) == [1, 1, 2]
+    for g in grads[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(grads[0], g))
+
+
+def test_bad_groups_are_value_errors():
+    model = _model()
+    ps = list(model.parameters())
+    for groups in (-1, [[ps[0], 3]], [[ps[0]], [ps[1], ps[0]]]):
+        with pytest.raises(ValueError):
+            hvd.DistributedOptimizer(
+                torch.optim.SGD(model.parameters(), lr=0.05),
+                named_parameters=model.named_parameters(), groups=groups)

@@ -2,6 +2,10 @@
 """DistributedOptimizer as horovod.torch has it: a hook per parameter
 starts the gradient's allreduce as soon as autograd has accumulated it
 (after backward_passes_per_step passes), step() waits for them first.
+With groups (an int: the parameters split into that many groups in
+order; a list of lists of parameters: those groups, every other
+parameter alone) a group's gradients are reduced by one grouped
+allreduce once the last of them is ready, as Horovod 0.28 does.
 Beyond Horovod: wrapping parameters that another DistributedOptimizer
 already hooks (a second optimizer on the same model, one re-created after
 a checkpoint load) removes the earlier hook first and says so once, so
@@ -14,6 +18,8 @@ import torch
 
 from collguard.process_sets import global_process_set
 from collguard.torch.compression import Compression
+from collguard.torch.functions import broadcast_object
+from collguard.torch.grouped import grouped_allreduce_async_
 from collguard.torch.mpi_ops import (Adasum, Average, allreduce_async_,
                                      synchronize)
 
@@ -48,9 +54,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if op == Adasum:
             raise NotImplementedError("collguard: Adasum is not implemented")
         if groups is not None:
-            raise NotImplementedError(
-                "collguard: DistributedOptimizer(groups=...) needs grouped "
-                "allreduce, which the engine does not have yet")
+            _check_groups(groups)
+        self._groups = groups
+        self._p_to_group = {}   # parameter -> its group (a tuple)
+        self._group_counts = {}  # group -> members whose hook fired
         self._compression = compression
         self._op = op
         self._gpf = float(gradient_predivide_factor)
@@ -89,7 +96,38 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if process_set.included():
             self._register_hooks()
 
+    def _form_groups(self):
+        """Horovod's rule: the parameters that need a gradient, in rank 0's
+        order (broadcast, so every rank forms the same groups), split into
+        self._groups groups, or the groups given (members without a
+        gradient dropped) and every other parameter a group of its own."""
+        p_list = [p for g in self.param_groups for p in g["params"]
+                  if p.requires_grad]
+        names = broadcast_object([self._names[id(p)] for p in p_list],
+                                 root_rank=0, process_set=self._process_set)
+        order = {n: i for i, n in enumerate(names)}
+        p_list.sort(key=lambda p: order.get(self._names[id(p)], len(order)))
+        if isinstance(self._groups, list):
+            ids = {id(p) for p in p_list}
+            p_groups = [[p for p in g if id(p) in ids] for g in self._groups]
+            grouped = {id(p) for g in p_groups for p in g}
+            p_groups += [[p] for p in p_list if id(p) not in grouped]
+        else:
+            n = self._groups
+            d, r = divmod(len(p_list), n)
+            p_groups = [p_list[i * d + min(i, r):(i + 1) * d + min(i + 1, r)]
+                        for i in range(n)]
+        for g in p_groups:
+            if not g:
+                continue
+            g = tuple(g)
+            for p in g:
+                self._p_to_group[p] = g
+            self._group_counts[g] = 0
+
     def _register_hooks(self):
+        if self._groups is not None:
+            self._form_groups()
         for group in self.param_groups:
             for p in group["params"]:
                 if not p.requires_grad:
@@ -109,8 +147,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._requires_update.discard(p)
         self._delay.pop(p, None)
         self._handles.pop(p, None)
+        group = self._p_to_group.pop(p, None)
+        if group is not None:
+            # the rest of its group is reduced together without it
+            self._group_counts.pop(group, None)
+            rest = tuple(q for q in group if q is not p)
+            if rest:
+                for q in rest:
+                    self._p_to_group[q] = rest
+                self._group_counts[rest] = 0
 
-    def _allreduce_grad_async(self, p):
+    def _dense_grad(self, p):
         if p.grad is None:
             p.grad = p.data.new(p.size()).zero_()
         grad = p.grad
@@ -119,14 +166,36 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise NotImplementedError("collguard: sparse gradients need "
                                           "sparse_as_dense=True")
             grad = p.grad = grad.to_dense()
-        pre, post = (1.0 / self._gpf, self._gpf) if self._op == Average \
+        return grad
+
+    def _scales(self):
+        return (1.0 / self._gpf, self._gpf) if self._op == Average \
             else (1.0, 1.0)
+
+    def _allreduce_grad_async(self, p):
+        grad = self._dense_grad(p)
+        pre, post = self._scales()
         compressed, ctx = self._compression.compress(grad)
         handle = allreduce_async_(compressed, name=self._names[id(p)],
                                   op=self._op, prescale_factor=pre,
                                   postscale_factor=post,
                                   process_set=self._process_set)
         return handle, ctx, compressed
+
+    def _grouped_allreduce_grad_async(self, ps):
+        """One grouped allreduce of the gradients of group ps, named after
+        its first parameter as Horovod names it. Unlike Horovod's, the
+        gradient_predivide_factor split applies here too, so a grouped
+        gradient is bit for bit the one reduced alone."""
+        pairs = [self._compression.compress(self._dense_grad(p)) for p in ps]
+        compressed = [c for c, _ in pairs]
+        pre, post = self._scales()
+        handle = grouped_allreduce_async_(compressed,
+                                          name=self._names[id(ps[0])],
+                                          op=self._op, prescale_factor=pre,
+                                          postscale_factor=post,
+                                          process_set=self._process_set)
+        return handle, tuple(ctx for _, ctx in pairs), compressed
 
     def _make_hook(self, p):
         def hook(*ignore):
@@ -141,7 +210,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             assert self._delay[p] > 0
             entry = (None, None, None)
             self._delay[p] -= 1
-            if self._delay[p] == 0:
+            if self._delay[p] == 0 and self._groups is not None:
+                group = self._p_to_group[p]
+                self._group_counts[group] += 1
+                if self._group_counts[group] == len(group):
+                    self._handles[group] = \
+                        self._grouped_allreduce_grad_async(group)
+                    for q in group:  # the no-op entries of earlier hooks
+                        self._handles.pop(q, None)
+                    self._group_counts[group] = 0
+                    return
+            elif self._delay[p] == 0:
                 entry = self._allreduce_grad_async(p)
             self._handles[p] = entry
         return hook
@@ -149,10 +228,26 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce (starting those whose hook
         did not fire, so the ranks stay in step) and writes them back."""
-        for p in sorted(self._requires_update - set(self._handles),
+        started = set()
+        for key in self._handles:
+            if isinstance(key, tuple):
+                started.update(key)
+            else:
+                started.add(key)
+        # as Horovod: a group whose hooks did not all fire is reduced
+        # tensor by tensor
+        for p in sorted(self._requires_update - started,
                         key=lambda q: self._names[id(q)]):
             self._handles[p] = self._allreduce_grad_async(p)
         for p, (handle, ctx, compressed) in list(self._handles.items()):
+            if isinstance(p, tuple):
+                outputs = synchronize(handle)
+                for gp, output, gctx in zip(p, outputs, ctx):
+                    self._delay[gp] = self.backward_passes_per_step
+                    result = self._compression.decompress(output, gctx)
+                    if result is not gp.grad:
+                        gp.grad.copy_(result)
+                continue
             if handle is None:
                 handle, ctx, compressed = self._allreduce_grad_async(p)
             output = synchronize(handle)
@@ -160,6 +255,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             result = self._compression.decompress(output, ctx)
             if result is not p.grad:
                 p.grad.copy_(result)
+        for group in self._group_counts:
+            self._group_counts[group] = 0
         self._handles.clear()
         self._synchronized = True
 
@@ -195,6 +292,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
+def _check_groups(groups):
+    """Horovod's checks of DistributedOptimizer(groups=...)."""
+    if not (isinstance(groups, list) or groups > 0):
+        raise ValueError("groups should be a non-negative integer or a list "
+                         "of list of torch.Tensor.")
+    if isinstance(groups, list):
+        seen = set()
+        for group in groups:
+            for p in group:
+                if not isinstance(p, torch.Tensor):
+                    raise ValueError("groups must consist of torch.Tensor.")
+                if id(p) in seen:
+                    raise ValueError("A parameter can only appear once in "
+                                     "groups.")
+                seen.add(id(p))
+
+
 def DistributedOptimizer(optimizer, named_parameters=None,
                          compression=Compression.none,
                          backward_passes_per_step=1, op=Average,
@@ -202,8 +316,10 @@ def DistributedOptimizer(optimizer, named_parameters=None,
                          groups=None, sparse_as_dense=False,
                          process_set=global_process_set):
     """Wraps optimizer so that step() applies gradients averaged (op) over
-    every rank; Horovod's arguments and defaults. num_groups and groups
-    need grouped allreduce (NotImplementedError when set)."""
+    every rank; Horovod's arguments and defaults. groups (or the older
+    num_groups): an int, the parameters split into that many groups, or a
+    list of lists of parameters; each group's gradients are reduced by one
+    grouped allreduce."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with "
                          "op != Average")
