@@ -5,8 +5,10 @@
 #       N tensors named PREFIX* each negotiated (NEGOTIATE_ALLGATHER) and
 #       gathered (ALLGATHER holding MEMCPY_IN_FUSION_BUFFER,
 #       COLLGUARD_ALLGATHER and MEMCPY_OUT_FUSION_BUFFER), in exactly
-#       GROUPS distinct COLLGUARD_ALLGATHER spans (the same begin and end
-#       timestamps for the tensors of one fused collective)
+#       GROUPS distinct COLLGUARD_ALLGATHER spans (the same end timestamp
+#       and begins within 1 us for the tensors of one fused collective: the
+#       writer may start one tensor's span a microsecond late, as
+#       integration/tools/timeline_trace.py's _fuse explains)
 # Exits 1 with the reason on stderr when a check fails.
 import os
 import sys
@@ -36,6 +38,13 @@ def main():
             fail("%s: COLLGUARD_ALLGATHER at depth %d, not inside ALLGATHER"
                  % (name, c[3]))
         colls.setdefault((c[1], c[2]), []).append(name)
+    merged = {}
+    for (begin, end), names in sorted(colls.items(), key=lambda kv:
+                                      (kv[0][1], kv[0][0])):
+        key = next((k for k in merged if k[1] == end and
+                    abs(begin - k[0]) <= 1), (begin, end))
+        merged.setdefault(key, []).extend(names)
+    colls = merged
     if len(colls) != groups:
         fail("%d distinct COLLGUARD_ALLGATHER spans for %d tensors, expected "
              "%d: %r" % (len(colls), n, groups,
