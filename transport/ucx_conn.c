@@ -428,20 +428,31 @@ void cg__ucx_conn_close(cg_tp_conn_t *super)
 {
     cg__ucx_conn_t *conn = (cg__ucx_conn_t *)super;
     cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
-    int live_sends = 0;
+    int live_sends = 0, live_recvs = 0;
     uint64_t deadline;
 
     cg__ucx_mode_abandon(conn);
     while (!cg_list_empty(&conn->reqs)) {
         cg__ucx_req_t *req =
             cg_list_entry(conn->reqs.next, cg__ucx_req_t, link);
-        if (!(req->flags & CG_UCX_REQ_RECV) && req->ucp != NULL)
-            live_sends = 1;
-        cg__ucx_req_finish(req, CG_ERR_CANCELED);
+        int recv = (req->flags & CG_UCX_REQ_RECV) != 0;
+        if (cg__ucx_req_finish(req, CG_ERR_CANCELED)) {
+            if (recv)
+                live_recvs = 1;
+            else
+                live_sends = 1;
+        }
     }
-    /* Flush what was sent, unless sends are stuck or the peer is gone. */
+    /* Flush what was sent, unless sends are stuck or the peer is gone.
+     * With peer error handling, a receive matched to a rendezvous (cancel
+     * cannot take it back) is stuck too: a graceful close would wait on
+     * it, past CG_UCX_CLOSE_WAIT_NS when the peer is cut off, and
+     * ucp_worker_destroy then aborts on the endpoint's live request (UCX
+     * 1.13: the "proto_reqs" assertion). Without it (shared memory, see
+     * cg__ucx_conn_fail) such a receive completes from this side (CMA)
+     * and forcing its endpoint trips another UCX assertion. */
     if (conn->ep != NULL)
-        cg__ucx_ep_close(conn, live_sends ||
+        cg__ucx_ep_close(conn, live_sends || (live_recvs && !conn->err_none) ||
                                    conn->state != CG_UCX_CONN_READY);
     deadline = cg_now_ns() + CG_UCX_CLOSE_WAIT_NS;
     while (!cg__ucx_close_done(conn) && cg_now_ns() < deadline)

@@ -216,8 +216,10 @@ cg_status_t cg__ucx_irecv(cg_tp_conn_t *conn, void *buf, size_t cap,
 cg_status_t cg__ucx_test(cg_tp_req_t *req, size_t *size_p);
 /* Posts the sends queued before the handshake finished, in order. */
 void cg__ucx_req_post_queued(cg__ucx_conn_t *conn);
-/* Ends a pending request with status (its UCX part may live on). */
-void cg__ucx_req_finish(cg__ucx_req_t *req, cg_status_t status);
+/* Ends a pending request (not yet RELEASED) with status; 1 when its UCX
+ * part lives on after the cancel (a send, or a receive matched to a
+ * rendezvous), see cg__ucx_conn_close. */
+int cg__ucx_req_finish(cg__ucx_req_t *req, cg_status_t status);
 /* Frees a request regardless of state (kept for reuse while the worker
  * lives). */
 void cg__ucx_req_free(cg__ucx_req_t *req);

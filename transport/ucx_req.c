@@ -89,7 +89,7 @@ static void cg__ucx_req_unpend(cg__ucx_req_t *req)
     }
 }
 
-void cg__ucx_req_finish(cg__ucx_req_t *req, cg_status_t status)
+int cg__ucx_req_finish(cg__ucx_req_t *req, cg_status_t status)
 {
     void *ucp = req->ucp;
 
@@ -97,13 +97,17 @@ void cg__ucx_req_finish(cg__ucx_req_t *req, cg_status_t status)
     req->status = status;
     req->length = 0;
     if (ucp == NULL)
-        return;
+        return 0;
     cg_list_push(&req->tp->zombies, &req->link);
     /* A receive still in the expected queue is taken back (its callback
-     * may run right here); a send ends with its endpoint's force close,
+     * may run right here); a send, and a receive already matched to a
+     * rendezvous, end with their endpoint's close (cg__ucx_conn_close),
      * except a rendezvous send to a dead peer, which UCX 1.13 keeps until
-     * the worker is destroyed. Cancel is a no-op where unsupported. */
+     * the worker is destroyed. Cancel is a no-op where unsupported. The
+     * request is not RELEASED, so the callback leaves it allocated and
+     * req->ucp says whether UCX still holds it. */
     ucp_request_cancel(req->tp->worker, ucp);
+    return req->ucp != NULL;
 }
 
 /* The status of a transfer UCX ended with us. A transfer fails (other
@@ -350,8 +354,10 @@ cg_status_t cg__ucx_irecv(cg_tp_conn_t *super, void *buf, size_t cap,
     }
     if (conn->state == CG_UCX_CONN_FAILED && req->status == CG_INPROGRESS) {
         /* Its data would have to come from the dead peer. */
-        req->flags |= CG_UCX_REQ_RELEASED;
-        cg__ucx_req_finish(req, conn->status);
+        if (cg__ucx_req_finish(req, conn->status))
+            req->flags |= CG_UCX_REQ_RELEASED; /* freed when UCX ends it */
+        else
+            cg__ucx_req_free(req);
         return cg_error_set(conn->status, "ucx: receive on failed "
                             "connection %u to rank %d: %s", conn->id,
                             conn->super.peer_rank, conn->why);

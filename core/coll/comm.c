@@ -249,6 +249,12 @@ void cg_comm_destroy(cg_comm_t *comm)
         return;
     gov = comm->gov;
     cg__comm_close_all(comm);
+    /* A goodbye receive left posted (no cg_comm_fail_blame since): the
+     * close canceled it; reap it, its request is ours to free. */
+    while (comm->bye_req != NULL &&
+           cg_tp_test(comm->bye_req, NULL) == CG_INPROGRESS)
+        cg_tp_progress(comm->tp);
+    comm->bye_req = NULL;
     cg_shm_destroy(comm->shm);
     for (int i = 0; i < CG_COMM_SCRATCH; i++)
         cg_governor_free(gov, CG_MEM_CAT_RING, comm->scratch[i].buf,
@@ -405,12 +411,21 @@ bool cg_comm_heard_goodbye(cg_comm_t *comm, int peer, int *culprit_p,
              ? CG_ERR_PEER_RESET
              : cg_tp_irecv(conn, msg, CG__COMM_BYE_SIZE, CG__COMM_BYE_TAG,
                            &req);
-    while (st == CG_OK && (st = cg_tp_test(req, &got)) == CG_INPROGRESS) {
-        if (live && cg_now_ns() >= deadline) {
-            comm->bye_req = req; /* cg_comm_fail_blame reaps it */
+    /* The test's status is kept apart from the post's, so a receive still
+     * in progress is waited for until the deadline (then kept), never
+     * dropped while posted. */
+    while (st == CG_OK) {
+        cg_status_t ts = cg_tp_test(req, &got);
+        if (ts != CG_INPROGRESS) {
+            st = ts;
             break;
         }
-        cg_tp_progress(comm->tp);
+        if (!live || cg_now_ns() < deadline) {
+            cg_tp_progress(comm->tp);
+            continue;
+        }
+        comm->bye_req = req; /* cg_comm_fail_blame reaps it */
+        st = CG_INPROGRESS;
     }
     cg_error_set(CG_OK, "%s", keep);
     if (st != CG_OK || got != CG__COMM_BYE_SIZE)

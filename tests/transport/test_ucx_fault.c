@@ -125,6 +125,84 @@ Test(ucx_fault, silent_peer_times_out, .timeout = 30)
                  (long long)p.mem.live[CG_MEM_CAT_CONTROL]);
 }
 
+/* A peer cut off mid-rendezvous (alive, sockets open, never progressing
+ * again: the partitioned rank of the netns test): this side's receive
+ * matches the peer's rendezvous announcement only after the peer stopped,
+ * so it can neither complete nor be canceled. Closing the conn must force
+ * its endpoint (a graceful close waits on the transfer, is parked after
+ * CG_UCX_CLOSE_WAIT_NS, and ucp_worker_destroy then aborts on the
+ * endpoint's live request: UCX 1.13's "proto_reqs" assertion); the
+ * receive ends canceled and nothing is left allocated. */
+Test(ucx_fault_tcp, close_with_matched_rendezvous_from_stalled_peer,
+     .init = tu_use_tcp, .timeout = 30)
+{
+    const size_t len = 4u << 20; /* far above the rendezvous threshold */
+    char *big = malloc(len);
+    ucp_tag_recv_info_t info;
+    cg_status_t st = CG_ERR_IO, before = CG_ERR_IO;
+    double took = 0;
+    int stopped, arrived = 0;
+    tu_pair_t p;
+    cg_tp_req_t *r;
+
+    cr_assert_not_null(big);
+    tu_pair_open(&p, 5);
+    if (p.is_child) {
+        cg_tp_req_t *s;
+        memset(big, 1, len);
+        TU_CHECK(sync0(p.conn) == CG_OK, "sync");
+        TU_CHECK(cg_tp_isend(p.conn, big, len, 1, &s) == CG_OK, "isend");
+        for (double end = now_s() + 0.1; now_s() < end;)
+            cg_tp_progress(p.tp);
+        raise(SIGSTOP); /* its rendezvous announced, never served */
+        _exit(0);
+    }
+    cr_assert_not_null(p.conn, "pair: %s", cg_last_error());
+    /* The child is killed before any check can end this process. */
+    cg_status_t sync = sync0(p.conn);
+    cg__ucx_tp_t *tp = (cg__ucx_tp_t *)p.tp;
+    uint64_t tag = cg__ucx_tag(((cg__ucx_conn_t *)p.conn)->id, 1);
+    /* Progress (no receive posted: the announcement waits unexpected)
+     * until the child has stopped and its announcement is here. */
+    stopped = 0;
+    for (double end = now_s() + 2 * tu_scale();
+         sync == CG_OK && !(arrived && stopped) && now_s() < end;) {
+        int ws;
+        cg_tp_progress(p.tp);
+        stopped = stopped || waitpid(p.child, &ws, WNOHANG | WUNTRACED) ==
+                                 p.child;
+        arrived = ucp_tag_probe_nb(tp->worker, tag, UINT64_MAX, 0, &info) !=
+                  NULL;
+    }
+    if (arrived && cg_tp_irecv(p.conn, big, len, 1, &r) == CG_OK) {
+        for (double end = now_s() + 0.1; now_s() < end;)
+            cg_tp_progress(p.tp);
+        before = cg_tp_test(r, NULL);
+        double t0 = now_s();
+        cg_tp_conn_close(p.conn);
+        p.conn = NULL;
+        took = now_s() - t0;
+        if (before == CG_INPROGRESS)
+            st = cg_tp_test(r, NULL);
+    }
+    tu_pair_close(&p); /* destroys the worker: aborted here before */
+    kill(p.child, SIGKILL);
+    tu_wait_child(p.child, 10);
+    cr_assert_eq(sync, CG_OK, "sync: %s", cg_status_name(sync));
+    cr_assert(stopped, "the child did not stop");
+    cr_assert(arrived, "the announcement did not arrive");
+    cr_log_info("announced %zu bytes", info.length);
+    cr_assert_eq(before, CG_INPROGRESS, "the receive before the close: %s",
+                 cg_status_name(before));
+    cr_assert_eq(st, CG_ERR_CANCELED, "the receive after the close: %s",
+                 cg_status_name(st));
+    /* Forced, not parked: a parked close waits CG_UCX_CLOSE_WAIT_NS. */
+    cr_assert_lt(took, 0.15, "close took %.2f s", took);
+    cr_assert_eq(p.mem.live[CG_MEM_CAT_CONTROL], 0, "%lld bytes live",
+                 (long long)p.mem.live[CG_MEM_CAT_CONTROL]);
+    free(big);
+}
+
 /* A raw TCP client of the listener, sending len bytes of hello. */
 static int raw_peer(const cg_tp_handle_t *h, const void *hello, size_t len)
 {

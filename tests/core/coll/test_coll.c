@@ -5,7 +5,8 @@
  * memory (exact in and out of place, more pieces than sends in flight,
  * many rounds), argument errors, and failures: a killed rank and a
  * silent (stopped) rank fail the operation on the live ranks within
- * CG_TIMEOUT, naming the peer, over the ring and shared memory. Bulk correctness (rank counts,
+ * CG_TIMEOUT, naming the peer, over the ring and shared memory; a rank
+ * that timed out on a live peer listens for its goodbye. Bulk correctness (rank counts,
  * sizes, dtypes, ops, roots, transports) runs through the perf tools.
  */
 #include <criterion/criterion.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/core/util/coll_job.h"
 
@@ -192,6 +194,51 @@ Test(coll, killed_rank_fails_the_others_naming_it, .timeout = 60)
 Test(coll, silent_rank_fails_the_others_within_the_timeout, .timeout = 60)
 {
     check_victim(SIGSTOP, 2.0 + 2.0);
+}
+
+/* Rank 0 timed out on rank 1, which is alive: it listens up to 250 ms
+ * for rank 1's goodbye (cg_comm_heard_goodbye). *arg: rank 1 gives up
+ * 150 ms in, naming itself with CG_ERR_TIMEOUT (1), or stays silent (0).
+ * Rank 0 reports CG_OK when it heard the goodbye, iters = the culprit. */
+static void body_goodbye(coll_rank_t *cr, void *arg)
+{
+    int culprit = -1;
+    cg_status_t why = CG_OK;
+    double t0 = coll_now_s();
+
+    if (cr->rank == 1) {
+        usleep(150000);
+        if (*(int *)arg)
+            cg_comm_fail_blame(cr->comm, 1, CG_ERR_TIMEOUT);
+        usleep(600000); /* alive while rank 0 listens */
+        return;
+    }
+    bool heard = cg_comm_heard_goodbye(cr->comm, 1, &culprit, &why);
+    cr->rep->elapsed_s = coll_now_s() - t0;
+    cr->rep->status = heard && why == CG_ERR_TIMEOUT ? CG_OK : CG_ERR_IO;
+    cr->rep->iters = culprit;
+    cg_comm_fail(cr->comm); /* reaps a goodbye receive left posted */
+}
+
+Test(coll, timed_out_rank_listens_for_a_live_peers_goodbye, .timeout = 60)
+{
+    int status[2], send = 1;
+    coll_report_t *rep = coll_job_run(2, "5s", "ring", body_goodbye, &send,
+                                      coll_scaled_s(30), status);
+
+    cr_assert_eq(rep[0].status, CG_OK, "rank 0 did not hear rank 1's "
+                 "goodbye (returned after %.3f s)", rep[0].elapsed_s);
+    cr_assert_eq(rep[0].iters, 1, "culprit %d", rep[0].iters);
+    coll_job_free(rep, 2);
+    send = 0;
+    rep = coll_job_run(2, "5s", "ring", body_goodbye, &send,
+                       coll_scaled_s(30), status);
+    cr_assert_eq(rep[0].status, CG_ERR_IO, "heard a goodbye never sent");
+    cr_assert_geq(rep[0].elapsed_s, 0.24, "listened only %.3f s",
+                  rep[0].elapsed_s);
+    cr_assert_lt(rep[0].elapsed_s, coll_scaled_s(1.0), "listened %.3f s",
+                 rep[0].elapsed_s);
+    coll_job_free(rep, 2);
 }
 
 /* Two ranks, the pipelined pair exchange: x_r[i] = (r + 1) * (i % 1000)
