@@ -336,7 +336,10 @@ static int body_late(hj_rank_t *self)
     }
     if (gt_all_done(self, req, 8) != 0)
         return 1;
-    HJ_CHECK(self, self->rank == 1 || gt_now() - t0 >= 0.6, "done after "
+    /* Rank 1 enqueued 0.6 s after its own t0; the ranks' t0 differ by
+     * how the solo allreduce ended on each (a few ms, more under load),
+     * so 0.5 s here. */
+    HJ_CHECK(self, self->rank == 1 || gt_now() - t0 >= 0.5, "done after "
              "%.3f s", gt_now() - t0);
     for (int k = 0; k < 8; k++) {
         for (int i = 0; i < 4; i++) {
