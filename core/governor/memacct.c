@@ -13,11 +13,9 @@
 #include "core/base/parse.h"
 
 static const char *const cg__mem_cat_names[CG_MEM_CAT_COUNT] = {
-    [CG_MEM_CAT_FUSION] = "fusion",
-    [CG_MEM_CAT_RING] = "ring",
-    [CG_MEM_CAT_STAGING] = "staging",
-    [CG_MEM_CAT_REGISTRATION] = "registration",
-    [CG_MEM_CAT_CONTROL] = "control",
+#define CG__MEM_CAT_NAME(e, s) [e] = s,
+    CG_MEM_CAT_MAP(CG__MEM_CAT_NAME)
+#undef CG__MEM_CAT_NAME
 };
 
 const char *cg_mem_cat_name(cg_mem_cat_t cat)

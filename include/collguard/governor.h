@@ -13,13 +13,25 @@
 extern "C" {
 #endif
 
+/* The categories of accounted memory, 0 to 4, with their names:
+ * X(enumerator, name).
+ *   fusion        fusion buffers
+ *   ring          collective pipeline / ring chunks
+ *   staging       staging copies, unexpected messages
+ *   registration  registered / pinned regions
+ *   control       library bookkeeping structures */
+#define CG_MEM_CAT_MAP(X)                          \
+    X(CG_MEM_CAT_FUSION, "fusion")                 \
+    X(CG_MEM_CAT_RING, "ring")                     \
+    X(CG_MEM_CAT_STAGING, "staging")               \
+    X(CG_MEM_CAT_REGISTRATION, "registration")     \
+    X(CG_MEM_CAT_CONTROL, "control")
+
 typedef enum {
-    CG_MEM_CAT_FUSION = 0,       /* fusion buffers */
-    CG_MEM_CAT_RING = 1,         /* collective pipeline / ring chunks */
-    CG_MEM_CAT_STAGING = 2,      /* staging copies, unexpected messages */
-    CG_MEM_CAT_REGISTRATION = 3, /* registered / pinned regions */
-    CG_MEM_CAT_CONTROL = 4,      /* library bookkeeping structures */
-    CG_MEM_CAT_COUNT = 5
+#define CG__MEM_CAT_ENUM(e, s) e,
+    CG_MEM_CAT_MAP(CG__MEM_CAT_ENUM)
+#undef CG__MEM_CAT_ENUM
+    CG_MEM_CAT_COUNT
 } cg_mem_cat_t;
 
 /* The pressure levels, 0 to 2, with their names: X(enumerator, name). */

@@ -27,11 +27,9 @@ static const char *pt__pressure_name(cg_pressure_t p)
 static PyObject *pt__by_category(const uint64_t *bytes)
 {
     static const char *const names[CG_MEM_CAT_COUNT] = {
-        [CG_MEM_CAT_FUSION] = "fusion",
-        [CG_MEM_CAT_RING] = "ring",
-        [CG_MEM_CAT_STAGING] = "staging",
-        [CG_MEM_CAT_REGISTRATION] = "registration",
-        [CG_MEM_CAT_CONTROL] = "control",
+#define PT__CAT_NAME(e, s) [e] = s,
+        CG_MEM_CAT_MAP(PT__CAT_NAME)
+#undef PT__CAT_NAME
     };
     PyObject *d = PyDict_New(), *v;
 
