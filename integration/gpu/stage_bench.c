@@ -20,31 +20,13 @@
 #include <unistd.h>
 
 #include "collguard/hvd.h"
+#include "integration/gpu/bench_stats.h"
 #include "core/backend/hvd_gpu.h"
 #include "core/context.h"
 #include "core/engine/hvd_core.h"
 
 #define MAXS 8
 #define MAXI 64
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static int cuda_ok(cudaError_t err, const char *what)
 {
