@@ -84,6 +84,9 @@ int pt_handles_members(pt_op_t *op, int n);
 pt_op_t *pt_handles_find(int handle);
 void pt_handles_remove(pt_op_t *op);
 void pt_handles_free(pt_op_t *op);
+/* Keeps what op's result is shaped from (an allgather's or alltoall's,
+ * resized once done): d's placement, dimensions and dtype (a reference). */
+void pt_handles_keep_layout(pt_op_t *op, const pt_tensor_t *d);
 void pt_handles_reset(void);
 void pt_handles_reap(void);
 

@@ -107,11 +107,7 @@ PyObject *pt_alltoall(PyObject *self, PyObject *args)
     }
     d.t.name = full;
     d.t.output = NULL;
-    op->is_cuda = d.is_cuda;
-    op->ndim = d.t.ndim;
-    memcpy(op->shape, d.t.shape, sizeof(op->shape));
-    Py_INCREF(d.dtype);
-    op->dtype = d.dtype;
+    pt_handles_keep_layout(op, &d);
     op->scratch = size;
     Py_BEGIN_ALLOW_THREADS
     st = cg_hvd_enqueue_alltoall(core, &d.t, given ? sp : NULL, &op->req);

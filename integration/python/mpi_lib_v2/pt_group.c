@@ -121,11 +121,7 @@ static int pt__member(pt__grp_t *g, cg_hvd_core_h core, int psid,
               : g->type == CG_HVD_ALLGATHER ? PT_OP_ALLGATHER
                                             : PT_OP_REDUCESCATTER;
     m->divisor = g->divisor;
-    m->is_cuda = d.is_cuda;
-    m->ndim = d.t.ndim;
-    memcpy(m->shape, d.t.shape, sizeof(m->shape));
-    Py_INCREF(d.dtype);
-    m->dtype = d.dtype;
+    pt_handles_keep_layout(m, &d);
     Py_INCREF(tensor);
     m->keep[0] = tensor;
     Py_INCREF(output);

@@ -133,6 +133,15 @@ static void pt__free_fields(pt_op_t *op)
     Py_XDECREF(op->dtype);
 }
 
+void pt_handles_keep_layout(pt_op_t *op, const pt_tensor_t *d)
+{
+    op->is_cuda = d->is_cuda;
+    op->ndim = d->t.ndim;
+    memcpy(op->shape, d->t.shape, sizeof(op->shape));
+    Py_INCREF(d->dtype);
+    op->dtype = d->dtype;
+}
+
 /* Frees an operation out of the table: its request and references (a
  * group's: its members', whose first request is the group's). */
 void pt_handles_free(pt_op_t *op)

@@ -364,11 +364,7 @@ PyObject *pt_allgather(PyObject *self, PyObject *args)
         return pt_fail(op);
     d.t.name = full;
     d.t.output = NULL;
-    op->is_cuda = d.is_cuda;
-    op->ndim = d.t.ndim;
-    memcpy(op->shape, d.t.shape, sizeof(op->shape));
-    Py_INCREF(d.dtype);
-    op->dtype = d.dtype;
+    pt_handles_keep_layout(op, &d);
     Py_BEGIN_ALLOW_THREADS
     st = cg_hvd_enqueue_allgather(core, &d.t, &op->req);
     Py_END_ALLOW_THREADS
