@@ -401,34 +401,12 @@ cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
 
 cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu)
 {
-    uint64_t t0 = cg_now_ns(), t;
-    struct timespec nap = {0, 20000};
-    cudaError_t err;
     cg_status_t st;
 
     if (gpu->stream == NULL)
         return CG_OK;
     st = cg__flush_batch(gpu);
-    if (st != CG_OK)
-        return st;
-    while ((err = cudaStreamQuery((cudaStream_t)gpu->stream)) ==
-           cudaErrorNotReady) {
-        t = cg_now_ns() - t0;
-        if (t > gpu->timeout_ns)
-            return cg_error_set(CG_ERR_TIMEOUT, "CUDA copies on device %d "
-                                "did not finish within CG_TIMEOUT (%.1f s)",
-                                cg_hvd_gpu_device(gpu),
-                                gpu->timeout_ns / 1e9);
-        if (t > CG_HVD_GPU_SPIN_NS) /* short copies: spin, no sleep */
-            nanosleep(&nap, NULL);
-    }
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        return cg_error_set(CG_ERR_INTERNAL, "CUDA copies on device %d "
-                            "failed: %s", cg_hvd_gpu_device(gpu),
-                            cudaGetErrorString(err));
-    }
-    return CG_OK;
+    return st != CG_OK ? st : cg__gpu_poll(gpu, false, gpu->stream, "copies");
 }
 
 void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu)

@@ -92,6 +92,11 @@ cg_status_t cg__gpu_pipe_out(cg_hvd_gpu_t *gpu, int slot, void *dst,
 cg_status_t cg__gpu_pipe_wait(cg_hvd_gpu_t *gpu, int slot, bool in);
 /* Host waits for both streams. */
 cg_status_t cg__gpu_pipe_end(cg_hvd_gpu_t *gpu);
+/* Waits for h, a cudaStream_t or (is_event) a cudaEvent_t: spins
+ * CG_HVD_GPU_SPIN_NS, then naps, up to CG_TIMEOUT; errors say "CUDA
+ * <what> on device N ...". cg_hvd_gpu_sync waits its stream with it. */
+cg_status_t cg__gpu_poll(cg_hvd_gpu_t *gpu, bool is_event, void *h,
+                         const char *what);
 void cg__gpu_pipe_destroy(cg_hvd_gpu_t *gpu);
 
 

@@ -111,10 +111,8 @@ cg_status_t cg__gpu_pipe_out(cg_hvd_gpu_t *gpu, int slot, void *dst,
                                               "device", err);
 }
 
-/* Polls q (a stream or an event query) like cg_hvd_gpu_sync: spins
- * briefly, then naps, and gives up after CG_TIMEOUT. */
-static cg_status_t cg__poll(cg_hvd_gpu_t *gpu, bool is_event, void *h,
-                            const char *what)
+cg_status_t cg__gpu_poll(cg_hvd_gpu_t *gpu, bool is_event, void *h,
+                         const char *what)
 {
     uint64_t t0 = cg_now_ns(), t;
     struct timespec nap = {0, 20000};
@@ -127,27 +125,34 @@ static cg_status_t cg__poll(cg_hvd_gpu_t *gpu, bool is_event, void *h,
             break;
         t = cg_now_ns() - t0;
         if (t > gpu->timeout_ns)
-            return cg_error_set(CG_ERR_TIMEOUT, "CUDA device %d: %s did not "
-                                "finish within CG_TIMEOUT (%.1f s)",
-                                atomic_load(&gpu->device), what,
+            return cg_error_set(CG_ERR_TIMEOUT, "CUDA %s on device %d did "
+                                "not finish within CG_TIMEOUT (%.1f s)", what,
+                                atomic_load(&gpu->device),
                                 gpu->timeout_ns / 1e9);
-        if (t > CG_HVD_GPU_SPIN_NS)
+        if (t > CG_HVD_GPU_SPIN_NS) /* short copies: spin, no sleep */
             nanosleep(&nap, NULL);
     }
-    return err == cudaSuccess ? CG_OK : cg__cuda_fail(gpu, what, err);
+    if (err == cudaSuccess)
+        return CG_OK;
+    (void)cudaGetLastError();
+    return cg_error_set(CG_ERR_INTERNAL, "CUDA %s on device %d failed: %s",
+                        what, atomic_load(&gpu->device),
+                        cudaGetErrorString(err));
 }
 
 cg_status_t cg__gpu_pipe_wait(cg_hvd_gpu_t *gpu, int slot, bool in)
 {
-    return cg__poll(gpu, true, in ? gpu->ev_in[slot] : gpu->ev_out[slot],
-                    in ? "a staging copy to the host"
-                       : "a staging copy to the device");
+    return cg__gpu_poll(gpu, true,
+                        in ? gpu->ev_in[slot] : gpu->ev_out[slot],
+                        in ? "staging copy to the host"
+                           : "staging copy to the device");
 }
 
 cg_status_t cg__gpu_pipe_end(cg_hvd_gpu_t *gpu)
 {
-    cg_status_t a = cg__poll(gpu, false, gpu->stream, "staging copies"),
-                b = cg__poll(gpu, false, gpu->stream_out, "staging copies");
+    cg_status_t a = cg__gpu_poll(gpu, false, gpu->stream, "staging copies"),
+                b = cg__gpu_poll(gpu, false, gpu->stream_out,
+                                 "staging copies");
     return a != CG_OK ? a : b;
 }
 
