@@ -71,6 +71,10 @@ class Ballast:
             self.take(take)
         return free_bytes(self.dev)
 
+    def release(self):
+        self.parts = []
+        torch.cuda.empty_cache()
+
     def take(self, nbytes):
         nbytes = max(2 * MiB, nbytes // (2 * MiB) * (2 * MiB))
         self.parts.append(torch.empty(nbytes, dtype=torch.uint8,
@@ -218,6 +222,103 @@ def device_held(hvd):
     return sum(hvd.memory_pressure()["device_current_bytes"].values())
 
 
+def squeeze(ballast, leave, hvd, dev):
+    """Leaves `leave` bytes free. Like activations, the ballast takes what
+    collguard gives back when its governor sees the squeeze (it samples
+    every 100 ms and resizes its buffers at the next cycle)."""
+    for _ in range(5):
+        ballast.leave(leave)
+        if hvd is None:
+            break
+        time.sleep(0.3)
+        if free_bytes(dev) <= leave + 4 * MiB:
+            break
+
+
+def regrow(hvd, fusion, timeout=5.0):
+    """After the ballast went: waits until the governor allows the
+    unconstrained fusion size again (it grows back one sample at a time,
+    after its hysteresis)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if hvd.memory_pressure()["fusion_bytes"] >= fusion:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def timed_steps(stepper, grads, n, dev, k0=0):
+    ts = []
+    for k in range(n):
+        t0 = time.perf_counter()
+        stepper.step(grads, k0 + k)
+        sync(dev)
+        ts.append(time.perf_counter() - t0)
+    return ts
+
+
+def trimmed_mean(xs, cut=0.1):
+    """The mean of the middle 80%: the step time is bimodal (a step's last
+    tensors make the cycle they land in or wait one more, 1 ms apart), so
+    its median flips between the modes from block to block; a mean over
+    many steps does not, and the trim drops the odd stall."""
+    xs = sorted(xs)
+    k = int(len(xs) * cut)
+    xs = xs[k:len(xs) - k] if len(xs) > 2 * k else xs
+    return sum(xs) / len(xs)
+
+
+def interleaved(args, out, dev, hvd, stepper, grads, refs, ballast):
+    """collguard at F against itself unconstrained, in the same process,
+    in alternating blocks (free, squeezed, free, squeezed ...), so drift
+    in the machine or the process hits both sides alike. Each block drops
+    its first step (the one that resizes the buffers) from the timing."""
+    before = free_bytes(dev)
+    first = timed_steps(stepper, grads, 1, dev)
+    out["first_use_bytes"] = before - free_bytes(dev)
+    out["first_step_ms"] = first[0] * 1e3
+    fusion0 = hvd.memory_pressure()["fusion_bytes"]
+    base, squeezed, rounds, regrown = [], [], [], True
+    peak_total, peak_snap, trace, k0 = -1, None, [], 1
+    for r in range(args.rounds):
+        ballast.release()
+        regrown = regrow(hvd, fusion0) and regrown
+        b = timed_steps(stepper, grads, args.steps + 1, dev, k0)[1:]
+        k0 += args.steps + 1
+        squeeze(ballast, args.free, hvd, dev)
+        out["free_after_ballast"] = free_bytes(dev)
+        hvd.reset_memory_peaks()
+        if r == 0:
+            out["collguard_held_at_start"] = device_held(hvd)
+        q = timed_steps(stepper, grads, args.steps + 1, dev, k0)
+        k0 += args.steps + 1
+        snap = snapshot(hvd)
+        snap["round"], snap["driver_free"] = r, free_bytes(dev)
+        trace.append(snap)
+        total = sum(snap["device_peak_bytes"].values())
+        if total > peak_total:  # the round with the highest peak reports
+            peak_total, peak_snap = total, snap
+        q = q[1:]
+        base += b
+        squeezed += q
+        rounds.append(trimmed_mean(q) / trimmed_mean(b))
+    out["regrown"] = regrown
+    out["steps_done"] = 1 + args.rounds * 2 * (args.steps + 1)
+    out["completed"] = True
+    out["base_step_ms_median"] = statistics.median(base) * 1e3
+    out["step_ms_median"] = statistics.median(squeezed) * 1e3
+    out["base_step_ms_mean"] = trimmed_mean(base) * 1e3
+    out["step_ms_mean"] = trimmed_mean(squeezed) * 1e3
+    out["slowdown"] = out["step_ms_mean"] / out["base_step_ms_mean"]
+    out["round_slowdowns"] = rounds
+    out["exact"] = all(torch.equal(g, r) for g, r in zip(grads, refs))
+    out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
+    out["collguard"] = peak_snap
+    out["collguard_stats"] = hvd.core_stats()
+    out["rounds_trace"] = trace
+    return out
+
+
 def run(args, out):
     dev = torch.device(args.device)
     if dev.type == "cuda":
@@ -261,30 +362,13 @@ def run(args, out):
     free2 = free_bytes(dev)
     out["model_bytes"] = None if free2 is None else free1 - free2
 
-    if args.mode == "collguard" and args.free is not None:
-        # The same process unconstrained first: the slowdown is measured
-        # against it (step times move between processes with how the
-        # steps fall on the 1 ms cycle, more than with the buffer sizes).
-        base = []
-        for k in range(args.steps):
-            t0 = time.perf_counter()
-            stepper.step(grads, k)
-            sync(dev)
-            base.append(time.perf_counter() - t0)
-        out["base_step_ms_median"] = statistics.median(base[1:]) * 1e3
-
     ballast = Ballast(dev)
+    if args.mode == "collguard" and args.free is not None and \
+            dev.type == "cuda":
+        return interleaved(args, out, dev, hvd, stepper, grads, refs,
+                           ballast)
     if args.free is not None and dev.type == "cuda":
-        # Like activations, the ballast takes what collguard gives back
-        # when its governor sees the squeeze (it samples every 100 ms and
-        # resizes its buffers at the next cycle).
-        for _ in range(5):
-            ballast.leave(args.free)
-            if hvd is None:
-                break
-            time.sleep(0.3)
-            if free_bytes(dev) <= args.free + 4 * MiB:
-                break
+        squeeze(ballast, args.free, hvd, dev)
     out["free_after_ballast"] = free_bytes(dev)
     if args.mode == "grow":
         # Let the initial ballast's jump leave the early warning's window,
@@ -343,6 +427,9 @@ def main():
     ap.add_argument("--free", type=int, default=None,
                     help="bytes left free by the ballast (default: none)")
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="collguard with --free: alternating blocks of "
+                    "--steps steps, unconstrained and squeezed, per round")
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--scale", type=int, default=1)
     ap.add_argument("--grow-step", type=int, default=128 * MiB)

@@ -59,9 +59,11 @@ def table(cases):
     for dtype in ("fp32", "bf16"):
         if not any(c["dtype"] == dtype for c in cases if c["mode"] in MODES):
             continue
-        against = ("same process unconstrained" if any(
-            c.get("base_step_ms_median") for c in cases)
-            else "the unconstrained run")
+        against = ("same process unconstrained in alternating blocks, "
+                   "trimmed means; per-round range" if any(c.get("slowdown") for c in cases) else
+                   "same process unconstrained" if any(
+                       c.get("base_step_ms_median") for c in cases)
+                   else "the unconstrained run")
         lines += ["", "#### %s gradients" % dtype, "",
                   "| free F | Horovod defaults | DDP defaults | collguard | "
                   "collguard ms/step (x %s) | " % against +
@@ -76,14 +78,21 @@ def table(cases):
             ms = "-"
             if cg and cg.get("completed"):
                 b = base["collguard"]
-                if cg.get("base_step_ms_median"):
+                spread = ""
+                if cg.get("slowdown"):
+                    # trimmed means of alternating blocks, same process
+                    ratio = cg["slowdown"]
+                    rs = cg.get("round_slowdowns") or [ratio]
+                    spread = " %.2f-%.2f" % (min(rs), max(rs))
+                elif cg.get("base_step_ms_median"):
                     # against the same process before the ballast
                     ratio = cg["step_ms_median"] / cg["base_step_ms_median"]
                 else:
                     ratio = (cg["step_ms_median"] / b["step_ms_median"]
                              if b and b.get("completed") else None)
-                ms = "%.2f" % cg["step_ms_median"] + (
-                    " (%.2fx)" % ratio if ratio else "")
+                ms = "%.2f" % cg.get("step_ms_mean",
+                                     cg["step_ms_median"]) + (
+                    " (%.2fx%s)" % (ratio, spread) if ratio else "")
                 if free is not None and free >= 256 * MiB and ratio and \
                         ratio > 1.10:
                     misses.append("%s F=%s: collguard slowdown %.2fx > 1.10"
@@ -175,8 +184,13 @@ def plot(cases, outdir):
                      if c["mode"] == "collguard" and c["dtype"] == dtype and
                      c["free_req"] is not None and c.get("completed"))
         ax.plot([f / MiB for f, c in pts],
-                [c["step_ms_median"] for f, c in pts], "o-",
-                label="collguard, ms per step")
+                [c.get("step_ms_mean", c["step_ms_median"]) for f, c in pts],
+                "o-", label="collguard, squeezed to F")
+        inter = [(f, c) for f, c in pts if c.get("base_step_ms_mean")]
+        if inter:
+            ax.plot([f / MiB for f, c in inter],
+                    [c["base_step_ms_mean"] for f, c in inter], "s--",
+                    alpha=0.6, label="collguard, same process unconstrained")
         base = [c for c in cases if c["mode"] == "collguard" and
                 c["dtype"] == dtype and c["free_req"] is None and
                 c.get("completed")]
@@ -193,7 +207,7 @@ def plot(cases, outdir):
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("device memory left free (MiB)")
-        ax.set_ylabel("ms per step (median)")
+        ax.set_ylabel("ms per step")
         ax.set_title("350M-parameter gradients, %s, 1 H200" % dtype)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
