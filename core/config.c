@@ -279,14 +279,17 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "NCCL tuner plugin: CSV file of rules (collective, min bytes, max "
      "bytes, algorithm, protocol, channels, nNodes, nRanks); empty: none."},
     {CG_CFG_TUNER_CHANNELS_WARN, "CG_TUNER_CHANNELS_WARN", {NULL, NULL},
-     CG__T_INT, "4", CG__OFF(tuner_channels_warn), NULL, 1, 64, 0,
+     CG__T_INT, "0", CG__OFF(tuner_channels_warn), NULL, 0, 64, 0,
      "NCCL tuner plugin: most channels a collective may use at pressure "
-     "WARN (also restricted to Ring and Tree)."},
+     "WARN; 0: NCCL's. A cap saves no memory (NCCL connects all of a "
+     "communicator's channels when an algorithm first runs) and costs "
+     "bandwidth; NCCL_MAX_NCHANNELS before communicator creation is the "
+     "lever for channel memory."},
     {CG_CFG_TUNER_CHANNELS_CRITICAL, "CG_TUNER_CHANNELS_CRITICAL",
-     {NULL, NULL}, CG__T_INT, "1", CG__OFF(tuner_channels_critical), NULL, 1,
+     {NULL, NULL}, CG__T_INT, "0", CG__OFF(tuner_channels_critical), NULL, 0,
      64, 0,
-     "NCCL tuner plugin: most channels at pressure CRITICAL (also "
-     "restricted to Ring/Simple when NCCL offers it)."},
+     "NCCL tuner plugin: most channels at pressure CRITICAL; 0: NCCL's "
+     "(see CG_TUNER_CHANNELS_WARN)."},
 };
 
 /* How many of an enum variable's names it accepts. */

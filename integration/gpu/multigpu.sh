@@ -76,7 +76,7 @@ perf_run() {
     for r in "${pids[@]}"; do wait "$r" || rc=1; done
     rm -rf "$dir"
     grep -q '^# result: exact' "$out/logs/$tag.0.txt" || rc=1
-    [ $rc = 0 ] || { echo "!! $tag failed:"; tail -5 "$out/logs/$tag".*.txt; }
+    [ $rc = 0 ] || { echo "!! $tag failed:"; tail -n 5 "$out/logs/$tag".*.txt; }
     return $rc
 }
 
@@ -92,7 +92,7 @@ netline() {
 }
 # AWK_HUMAN: an awk function h(bytes) -> 8, 4K, 16M, 1G.
 AWK_HUMAN='function h(b) { return b >= 1073741824 ? b/1073741824 "G" : b >= 1048576 ? b/1048576 "M" : b >= 1024 ? b/1024 "K" : b }'
-mem() { grep -oE 'creation [0-9.]+ MiB, after every size [0-9.]+ MiB' "$out/logs/$1.0.txt" |
+mem() { grep -oE 'creation -?[0-9.]+ MiB, after every size -?[0-9.]+ MiB' "$out/logs/$1.0.txt" |
     awk '{print $2" / "$7}'; }
 
 net_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO
@@ -151,7 +151,7 @@ if [[ $runs == *" tuner "* ]]; then
                 bw=$(rows "$tag" | awk '{b[$1]=$2} END {printf "%.3f | %.3f | %.3f | %.3f", b[1048576], b[16777216], b[268435456], b[1073741824]}')
                 echo "| $leave | $tuner | $(mem "$tag") | $bw |" >>"$out/tuner.md"
             else
-                echo "| $leave | $tuner | failed: $(grep -hm1 -iE 'error|out of memory|failed' "$out/logs/$tag".*.txt | cut -c1-120) | - | - | - | - |" >>"$out/tuner.md"
+                echo "| $leave | $tuner | failed: $(grep -hm1 -iE 'error|out of memory|failed' "$out/logs/$tag".*.txt | head -1 | cut -c1-120) | - | - | - | - |" >>"$out/tuner.md"
                 # An out-of-memory without the tuner is the finding, not a failure.
                 [ $tuner = none ] || ok=0
             fi

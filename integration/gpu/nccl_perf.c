@@ -8,9 +8,10 @@
  * bytes (times -f), every element of every size checked; rank 0 prints
  * time, algorithm and bus bandwidth per size (busbw = algbw * 2(n-1)/n, as
  * nccl-tests count it) and the device memory NCCL took on its GPU
- * (cudaMemGetInfo before communicator creation, after it, and after the
- * last size: lazily connected channels and buffers included; on a GPU
- * that ranks share, theirs together). -F leaves only that many bytes free
+ * (cudaMemGetInfo before communicator creation, after it on every rank
+ * and before any collective, and after the last size: the channels and
+ * buffers NCCL connects lazily at an algorithm's first use included; on a
+ * GPU that ranks share, theirs together). -F leaves only that many bytes free
  * on each GPU before NCCL starts (the first rank on a GPU holds the
  * ballast), as activations would.
  *   nccl_perf -r RANK -n NRANKS -u DIR [-b 8] [-e 1G] [-f 2] [-i 20]
@@ -283,9 +284,20 @@ static int run(const opts_t *o)
         return 1;
     }
     NC(ncclCommInitRank(&comm, o->nranks, id, o->rank));
+    CU(cudaDeviceSynchronize());
+    /* Every rank's communicator made (on a shared GPU the figure is
+     * theirs together), before any collective connects a channel. */
+    snprintf(name, sizeof(name), "init.%d", o->rank);
+    if (put_file(o->dir, name, "1", 1) != 0)
+        return 1;
+    for (int r = 0; r < o->nranks; r++) {
+        snprintf(name, sizeof(name), "init.%d", r);
+        if (wait_file(o->dir, name) != 0)
+            return 1;
+    }
+    CU(cudaMemGetInfo(&f_init, &total));
     NC(ncclAllReduce(send, recv, 1, ncclFloat, ncclSum, comm, s));
     CU(cudaStreamSynchronize(s));
-    CU(cudaMemGetInfo(&f_init, &total));
     NC(ncclGetVersion(&ver));
     if (o->rank == 0) {
         printf("# nccl_perf: %d ranks, NCCL %d.%d.%d, %d GPU(s) visible, "
@@ -304,7 +316,8 @@ static int run(const opts_t *o)
     CU(cudaMemGetInfo(&f_end, &total));
     if (o->rank == 0)
         printf("# nccl device memory on GPU %d: creation %.1f MiB, after "
-               "every size %.1f MiB (%d rank(s) on this GPU)\n# result: %s\n",
+               "every size %.1f MiB (%d rank(s) on this GPU)\n"
+               "# result: %s\n",
                dev, ((double)f_pre - (double)f_init) / MiB,
                ((double)f_pre - (double)f_end) / MiB,
                (o->nranks - dev + ndev - 1) / ndev, bad ? "WRONG" : "exact");

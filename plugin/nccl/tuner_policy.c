@@ -9,7 +9,10 @@
  *     connects an algorithm's buffers only when it first picks it: WARN
  *     keeps Ring and Tree, CRITICAL keeps Ring/Simple (else the cheapest
  *     cell still offered); a restriction that would leave no cell is not
- *     applied; nChannels is capped (CG_TUNER_CHANNELS_WARN/_CRITICAL).
+ *     applied; nChannels is capped only where CG_TUNER_CHANNELS_WARN/
+ *     _CRITICAL ask (default not: NCCL connects every channel of a
+ *     communicator when an algorithm first runs, so a cap per collective
+ *     saves no memory and costs bandwidth; measured on one H200).
  * Errors only for a real bug (NULL table or context): an error fails the
  * collective in NCCL. Layer: plugin/nccl.
  */
@@ -80,7 +83,7 @@ ncclResult_t cg__tn_get_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
     cg__tn_restrict(t, num_algo, num_proto, level);
     cap = level == CG_PRESSURE_CRITICAL ? cg__tn.cfg.tuner_channels_critical
                                         : cg__tn.cfg.tuner_channels_warn;
-    if (*nchannels <= 0 || *nchannels > cap)
+    if (cap > 0 && (*nchannels <= 0 || *nchannels > cap))
         *nchannels = cap;
     return ncclSuccess;
 }

@@ -79,7 +79,7 @@ static cg_status_t cg__tn_setup(ncclDebugLogger_t logger)
             return st;
     }
     cg_info(&cg__tn.log, "tuner plugin %s: probe %s, pressure %d, %d "
-            "rule(s), channel caps %d (warn) %d (critical)", CG_TN_NAME,
+            "rule(s), channel caps %d (warn) %d (critical; 0: NCCL's)", CG_TN_NAME,
             cg__tn.probe.name, (int)cg__tn.last_level, cg__tn.nrules,
             cg__tn.cfg.tuner_channels_warn,
             cg__tn.cfg.tuner_channels_critical);
@@ -148,7 +148,7 @@ cg_pressure_t cg__tn_pressure(void)
     level = cg_governor_pressure(cg__tn.gov);
     if (level != cg__tn.last_level) {
         cg_info(&cg__tn.log, "tuner plugin %s: memory pressure %d -> %d; "
-                "channel cap %d", CG_TN_NAME, (int)cg__tn.last_level,
+                "channel cap %d (0: NCCL's)", CG_TN_NAME, (int)cg__tn.last_level,
                 (int)level,
                 level == CG_PRESSURE_CRITICAL ? cg__tn.cfg.tuner_channels_critical
                 : level == CG_PRESSURE_WARN   ? cg__tn.cfg.tuner_channels_warn

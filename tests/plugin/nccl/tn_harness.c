@@ -3,8 +3,9 @@
  * The tuner plugin driven as NCCL drives it: tn_harness LIB VERSION MODE
  * loads ncclTunerPlugin_vVERSION, feeds NCCL-shaped cost tables and checks
  * the choices for MODE: "ok" (no pressure: table unchanged, nChannels 0),
- * "warn" (only Ring/Tree left, channels capped), "critical" (Ring/Simple
- * only, or the cheapest offered cell when Ring/Simple is not), "rules"
+ * "warn" (only Ring/Tree left), "critical" (Ring/Simple only, or the
+ * cheapest offered cell when Ring/Simple is not), with nChannels NCCL's
+ * (0) unless CG_TUNER_CHANNELS_WARN / _CRITICAL set a cap, "rules"
  * (the CSV in CG_TUNER_RULES picks its cell and channels). The pressure
  * comes from the real governor (the test sets CG_PRESSURE_* thresholds).
  */
@@ -118,6 +119,14 @@ static void table(float t[NA][NP], int with_ring_simple)
         t[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] = NCCL_ALGO_PROTO_IGNORE;
 }
 
+/* The channel count the plugin must return at a level: the cap the
+ * environment sets, else 0 (NCCL's). */
+static int want_cap(const char *var)
+{
+    const char *v = getenv(var);
+    return v != NULL && *v != '\0' ? atoi(v) : 0;
+}
+
 int main(int argc, char **argv)
 {
     char sym[32];
@@ -147,14 +156,14 @@ int main(int argc, char **argv)
         CHECK(pick(t) == NCCL_ALGO_NVLS * NP + NCCL_PROTO_SIMPLE);
     } else if (strcmp(mode, "warn") == 0) {
         int b = pick(t);
-        CHECK(nch == 4);
+        CHECK(nch == want_cap("CG_TUNER_CHANNELS_WARN"));
         /* v2 cannot name a set of cells: NCCL keeps choosing there. */
         if (g_ver >= 3)
             CHECK(b == NCCL_ALGO_TREE * NP + NCCL_PROTO_LL);
         else
             CHECK(b == NCCL_ALGO_NVLS * NP + NCCL_PROTO_SIMPLE);
     } else if (strcmp(mode, "critical") == 0) {
-        CHECK(nch == 1);
+        CHECK(nch == want_cap("CG_TUNER_CHANNELS_CRITICAL"));
         CHECK(pick(t) == NCCL_ALGO_RING * NP + NCCL_PROTO_SIMPLE);
         table(t, 0); /* no Ring/Simple: the cheapest offered survives */
         CHECK(t_coll(ctx, ncclFuncAllReduce, 1 << 20, t, &nch) == 0);
