@@ -6,20 +6,20 @@
  * postscale, in place and out of place), broadcast from every root,
  * allgather with uneven first dimensions (one rank empty), reducescatter
  * (sum, average) with dim0 not divisible by the ranks, from 1 element to
- * 9 MiB (several CG_CHUNK_SIZE staging chunks) at odd sizes; fused steps
- * of 200 small tensors of mixed sizes; a squeeze phase mid-run (the same
- * mixed step plain, under a cudaMalloc ballast, after freeing it: the
- * same bits each time); under CG_FAULT_ALLOC, the governor's allocation
- * failures must be non-zero. The staging chunk of CUDA tensors on
- * COLLGUARD and MPI (or under CG_GPU_STAGE_EMULATE): after the allreduce
- * cases, under the ballast and after it, every rank must report the same
- * agreed chunk, the least any staging rank's slots hold, each slot its
- * governor's chunk (so ranks may run with different CG_CHUNK_SIZE:
- * gpu_check.sh's chunk-per-rank runs give each rank its own through
- * rank_env.sh, and must print the plain run's digest). Where a rank's
- * slots are refused (CG_FAULT_STAGING=1 on it), only the no-slot cases
- * run: a staged CUDA allreduce and broadcast must fail on every rank with
- * CG_ERR_NO_MEMORY naming that rank, and the core must go on.
+ * 9 MiB (several staging chunks, each at most CG_CHUNK_SIZE) at odd
+ * sizes; fused steps of 200 small tensors of mixed sizes; a squeeze
+ * phase mid-run (the same mixed step plain, under a cudaMalloc ballast,
+ * after freeing it: the same bits each time); under CG_FAULT_ALLOC, the
+ * governor's allocation failures must be non-zero. The staging chunk of
+ * CUDA tensors on COLLGUARD and MPI (or under CG_GPU_STAGE_EMULATE): after
+ * the allreduce cases, under the ballast and after it, every rank must
+ * report the same agreed chunk, the least any staging rank's slots hold,
+ * each slot its governor's chunk (so ranks may run with different
+ * CG_CHUNK_SIZE: gpu_check.sh's chunk-per-rank runs give each rank its own
+ * through rank_env.sh, and must print the plain run's digest). Where a
+ * rank's slots are refused (CG_FAULT_STAGING=1 on it), only the no-slot
+ * cases run: a staged CUDA allreduce and broadcast must fail on every rank
+ * with CG_ERR_NO_MEMORY naming that rank, and the core must go on.
  * Inputs are small integers, different on every rank, exact in every
  * dtype and in every sum, product and average made here (1, 2 or 4
  * ranks), so each element is compared exactly with a host reference;
@@ -695,7 +695,7 @@ static const cg_dtype_t dtypes[] = {
 #define NDTYPES (int)(sizeof(dtypes) / sizeof(dtypes[0]))
 
 /* Elements of the three sizes: one, odd, 9 MiB and 3 more (several
- * CG_CHUNK_SIZE chunks, a last chunk that is not full). */
+ * staging chunks, a last chunk that is not full). */
 static int64_t size_elems(int k, cg_dtype_t dt)
 {
     return k == 0 ? 1 : k == 1 ? 4099

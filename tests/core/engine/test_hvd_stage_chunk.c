@@ -74,9 +74,9 @@ static int body_caps(hj_rank_t *self)
 
 Test(hvd_stage_chunk, ranks_agree_on_the_least_slot, .timeout = 60)
 {
-    const char *env[] = {"@0:CG_GPU_STAGE_EMULATE=1", "@1:CG_GPU_STAGE_EMULATE=1",
-                         "@0:CG_CHUNK_SIZE=1MiB", "@1:CG_CHUNK_SIZE=256KiB",
-                         NULL};
+    const char *env[] = {"@0:CG_GPU_STAGE_EMULATE=1",
+                         "@1:CG_GPU_STAGE_EMULATE=1", "@0:CG_CHUNK_SIZE=1MiB",
+                         "@1:CG_CHUNK_SIZE=256KiB", NULL};
     hj_rank_t *rep = hj_run(3, env, body_caps, NULL);
 
     hj_assert_passed(rep, 3);
@@ -191,8 +191,9 @@ static int body_no_slot(hj_rank_t *self)
              (unsigned long long)self->stats.stage_slot_bytes);
     HJ_CHECK(self, barrier(self, "no_slot.host"), "host allreduce failed");
     cg_hvd_core_stats(self->core, &self->stats);
-    HJ_CHECK(self, self->stats.stage_chunk_bytes == 0, "agreed %llu after "
-             "the allreduce", (unsigned long long)self->stats.stage_chunk_bytes);
+    HJ_CHECK(self, self->stats.stage_chunk_bytes == 0,
+             "agreed %llu after the allreduce",
+             (unsigned long long)self->stats.stage_chunk_bytes);
     return 0;
 }
 
