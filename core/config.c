@@ -85,10 +85,16 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "Floor of the fusion buffer under pressure."},
     {CG_CFG_CHUNK_SIZE, "CG_CHUNK_SIZE", {NULL, NULL}, CG__T_SIZE, "4MiB",
      CG__OFF(chunk_size), NULL, 0, 0, 0,
-     "Largest pipeline chunk of ring collectives."},
+     "Largest pipeline chunk: of ring collectives, and of the Horovod "
+     "shim's pinned staging slots for CUDA tensors on COLLGUARD and MPI. "
+     "The governor picks the chunk below it from the budget (smaller under "
+     "pressure); the staged collectives cut at the least chunk any rank's "
+     "slots hold (agreed in negotiation whenever one changes), so ranks "
+     "may differ."},
     {CG_CFG_CHUNK_MIN, "CG_CHUNK_MIN", {NULL, NULL}, CG__T_SIZE, "64KiB",
      CG__OFF(chunk_min), NULL, 0, 0, 0,
-     "Floor of the pipeline chunk under pressure."},
+     "Floor of the pipeline chunk (and of the staging slots) under "
+     "pressure."},
     {CG_CFG_NCCL_BUFFSIZE, "CG_NCCL_BUFFSIZE", {"NCCL_BUFFSIZE", NULL},
      CG__T_SIZE, "4MiB", CG__OFF(nccl_buffsize), NULL, 0, 0, 0,
      "Largest NCCL_BUFFSIZE the governor exports before NCCL starts; a "
@@ -129,6 +135,12 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "0", CG__OFF(fault_collective), NULL, 0, 1000000000, 0,
      "Testing: the Horovod shim's Nth allreduce or broadcast on this rank "
      "fails as if its backend broke (an MPI or NCCL error; 0: off)."},
+    {CG_CFG_FAULT_STAGING, "CG_FAULT_STAGING", {NULL, NULL}, CG__T_BOOL, "0",
+     CG__OFF(fault_staging), NULL, 0, 0, 0,
+     "Testing: 1 refuses this rank's staging slots for CUDA tensors, as if "
+     "no pinned memory were left (nothing else is refused): it offers no "
+     "staging chunk, and every rank's staged CUDA collectives fail naming "
+     "it."},
     {CG_CFG_TRANSPORT, "CG_TRANSPORT", {NULL, NULL}, CG__T_ENUM, "auto",
      CG__OFF(transport), transports, 0, 0, 0,
      "Point-to-point transport: auto (UCX when built in), ucx, socket."},
@@ -153,9 +165,16 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
     {CG_CFG_GPU_STAGE_PIPELINE, "CG_GPU_STAGE_PIPELINE", {NULL, NULL},
      CG__T_BOOL, "1", CG__OFF(gpu_stage_pipeline), NULL, 0, 0, 0,
      "Horovod shim, CUDA tensors through a host backend (COLLGUARD, MPI): "
-     "staged over two pinned CG_CHUNK_SIZE slots and two streams, so the "
-     "copies of the chunks before and after overlap the host collective; "
-     "0: one chunk at a time through one slot (for comparison)."},
+     "staged over two pinned slots of the governor's chunk (see "
+     "CG_CHUNK_SIZE) and two streams, so the copies of the chunks before "
+     "and after overlap the host collective; 0: one chunk at a time "
+     "through one slot (for comparison)."},
+    {CG_CFG_GPU_STAGE_EMULATE, "CG_GPU_STAGE_EMULATE", {NULL, NULL},
+     CG__T_BOOL, "0", CG__OFF(gpu_stage_emulate), NULL, 0, 0, 0,
+     "Testing: 1 makes the Horovod shim size its CUDA staging slots (in "
+     "plain host memory where no GPU is in use) and offer their chunk every "
+     "cycle as a rank staging CUDA tensors does, so the ranks' agreement on "
+     "the staging chunk runs without a GPU; CUDA tensors still need one."},
     {CG_CFG_UCX_SHM_ZCOPY, "CG_UCX_SHM_ZCOPY", {NULL, NULL}, CG__T_BOOL, "0",
      CG__OFF(ucx_shm_zcopy), NULL, 0, 0, 0,
      "UCX transport: 1 creates endpoints to peers on the same host without "

@@ -86,6 +86,7 @@ typedef enum {
     CG_CFG_OOM_WINDOW,
     CG_CFG_FAULT_ALLOC,
     CG_CFG_FAULT_COLLECTIVE,
+    CG_CFG_FAULT_STAGING,
     CG_CFG_TRANSPORT,
     CG_CFG_TIMEOUT,
     CG_CFG_SOCKET_IFNAME,
@@ -93,6 +94,7 @@ typedef enum {
     CG_CFG_UCX_SHM_ZCOPY,
     CG_CFG_GPU_BATCH_COPIES,
     CG_CFG_GPU_STAGE_PIPELINE,
+    CG_CFG_GPU_STAGE_EMULATE,
     CG_CFG_ALGO,
     CG_CFG_SHM_SLOT,
     CG_CFG_SHM_CALIBRATE,
@@ -138,13 +140,15 @@ typedef struct cg_config {
     uint64_t fault_alloc;        /* fail every Nth buffer allocation; 0 off */
     int fault_collective;        /* shim: this rank's Nth collective breaks
                                     its backend; 0 off */
+    bool fault_staging;          /* shim: no staging slot on this rank */
     cg_transport_kind_t transport;
     uint64_t timeout_ns;
     char socket_ifname[64];
     int socket_nsocks;
-    bool ucx_shm_zcopy;
+    bool ucx_shm_zcopy;          /* UCX endpoints on one host: zero copy */
     bool gpu_batch_copies;       /* CUDA fusion copies in one kernel */
-    bool gpu_stage_pipeline;     /* staged CUDA collectives over 2 slots */          /* UCX endpoints on one host: zero copy */
+    bool gpu_stage_pipeline;     /* staged CUDA collectives over 2 slots */
+    bool gpu_stage_emulate;      /* testing: staging slots without a GPU */
     cg_coll_algo_t algo;         /* collective algorithm choice */
     uint64_t shm_slot;           /* shared-memory slot bytes; 0: no shm */
     bool shm_calibrate;          /* large AllReduce: shm only if faster */

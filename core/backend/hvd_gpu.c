@@ -4,9 +4,11 @@
  * the lazily started device state (cudaSetDevice, a non-blocking stream),
  * the governed CUDA fusion buffer (cudaMalloc through the governor's
  * accounting, shrink-and-retry to CG_FUSION_MIN, then pinned host memory
- * allocated once and kept), the pinned staging buffer, and copies. The
- * staged collectives are in hvd_gpu_stage.c. Layer: core/backend; calls the
- * governor and the CUDA runtime (only when CG_HAVE_CUDA).
+ * allocated once and kept), copies, and whether this rank stages and
+ * where its staging slots' memory comes from (the slots themselves are
+ * hvd_gpu_slots.c's, the staged collectives hvd_gpu_stage.c's). Layer:
+ * core/backend; calls the governor and the CUDA runtime (only when
+ * CG_HAVE_CUDA).
  */
 #include "core/backend/hvd_gpu_impl.h"
 
@@ -34,9 +36,12 @@ cg_status_t cg_hvd_gpu_create(cg_governor_t *gov, const cg_log_t *log,
     gpu->log = log;
     gpu->rank = rank;
     gpu->timeout_ns = cfg->timeout_ns;
-    gpu->chunk = cfg->chunk_size > 0 ? (size_t)cfg->chunk_size
-                                     : CG_HVD_GPU_ALIGN;
+    gpu->chunk_min = (size_t)cfg->chunk_min;
     gpu->fusion_min = cfg->fusion_min;
+    gpu->emulate = cfg->gpu_stage_emulate;
+    gpu->fault_staging = cfg->fault_staging;
+    gpu->agreed = SIZE_MAX; /* nothing agreed before the first round */
+    gpu->agreed_rank = -1;
     gpu->batching = cfg->gpu_batch_copies;
     atomic_init(&gpu->pipelining, cfg->gpu_stage_pipeline);
     atomic_init(&gpu->device, -1);
@@ -150,6 +155,13 @@ static const cg_mem_backend_t cg__dev_backend = {cg__dev_alloc, cg__dev_free,
                                                  NULL, 1};
 static const cg_mem_backend_t cg__pinned_backend = {cg__pinned_alloc,
                                                     cg__pinned_free, NULL, 0};
+
+/* Where staging slots come from: pinned memory once CUDA runs here; the
+ * governor's own otherwise (CG_GPU_STAGE_EMULATE without CUDA tensors). */
+static const cg_mem_backend_t *cg__slot_mem(const cg_hvd_gpu_t *gpu)
+{
+    return gpu->stream != NULL ? &cg__pinned_backend : NULL;
+}
 
 cg_status_t cg_hvd_gpu_check(cg_hvd_gpu_t *gpu, const char *what,
                              const char *name, int device)
@@ -278,50 +290,6 @@ size_t cg_hvd_gpu_prepare(cg_hvd_gpu_t *gpu, size_t want)
     return gpu->fbuf_len;
 }
 
-cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu)
-{
-    size_t got;
-    void *p;
-    cg_status_t st;
-
-    if (gpu->stage != NULL)
-        return CG_OK;
-    /* The chunk size must be the same on every rank: no shrinking. */
-    st = cg_governor_alloc_shrink_on(gpu->gov, &cg__pinned_backend,
-                                     CG_MEM_CAT_STAGING, gpu->chunk,
-                                     gpu->chunk, CG_HVD_GPU_ALIGN,
-                                     "CG_CHUNK_SIZE", &p, &got);
-    if (st != CG_OK)
-        return cg_error_set(st, "pinned staging buffer for CUDA tensors: %s",
-                            cg_last_error());
-    gpu->stage = p;
-    gpu->stage_len = got;
-    return CG_OK;
-}
-
-bool cg__hvd_gpu_stage2_ensure(cg_hvd_gpu_t *gpu)
-{
-    size_t got;
-    void *p;
-
-    if (gpu->stage2 != NULL || !atomic_load(&gpu->pipelining) || gpu->stage == NULL)
-        return gpu->stage2 != NULL;
-    if (gpu->pipe_state < 0) /* tried once and failed: not again */
-        return false;
-    if (cg_governor_alloc_shrink_on(gpu->gov, &cg__pinned_backend,
-                                    CG_MEM_CAT_STAGING, gpu->stage_len,
-                                    gpu->stage_len, CG_HVD_GPU_ALIGN,
-                                    "CG_CHUNK_SIZE", &p, &got) != CG_OK) {
-        cg_info(gpu->log, "staging pipeline off: no pinned memory for its "
-                "second slot (%s); chunks are staged one at a time",
-                cg_last_error());
-        gpu->pipe_state = -1;
-        return false;
-    }
-    gpu->stage2 = p;
-    return true;
-}
-
 /* A copy the batch may take: a tensor (device memory, never one of the
  * pinned host buffers) into or out of the device fusion buffer. The
  * copies of one batch run at once, in no order: a tensor's bytes go to
@@ -422,10 +390,7 @@ void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu)
     cg__free_dbuf(gpu);
     cg_governor_free_on(gpu->gov, &cg__pinned_backend, CG_MEM_CAT_FUSION,
                         gpu->pbuf, gpu->pbuf_len);
-    cg_governor_free_on(gpu->gov, &cg__pinned_backend, CG_MEM_CAT_STAGING,
-                        gpu->stage, gpu->stage_len);
-    cg_governor_free_on(gpu->gov, &cg__pinned_backend, CG_MEM_CAT_STAGING,
-                        gpu->stage2, gpu->stage_len);
+    cg__hvd_gpu_slots_free(gpu);
     cg_governor_free(gpu->gov, CG_MEM_CAT_CONTROL, gpu, sizeof(*gpu));
 }
 
@@ -454,15 +419,10 @@ size_t cg_hvd_gpu_prepare(cg_hvd_gpu_t *gpu, size_t want)
     return want;
 }
 
-cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu)
-{
-    return cg__hvd_gpu_start(gpu);
-}
-
-bool cg__hvd_gpu_stage2_ensure(cg_hvd_gpu_t *gpu)
+static const cg_mem_backend_t *cg__slot_mem(const cg_hvd_gpu_t *gpu)
 {
     (void)gpu;
-    return false;
+    return NULL;
 }
 
 cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
@@ -482,8 +442,32 @@ cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu)
 
 void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu)
 {
-    if (gpu != NULL)
-        cg_governor_free(gpu->gov, CG_MEM_CAT_CONTROL, gpu, sizeof(*gpu));
+    if (gpu == NULL)
+        return;
+    cg__hvd_gpu_slots_free(gpu); /* CG_GPU_STAGE_EMULATE's */
+    cg_governor_free(gpu->gov, CG_MEM_CAT_CONTROL, gpu, sizeof(*gpu));
 }
 
 #endif
+
+size_t cg_hvd_gpu_stage_prepare(cg_hvd_gpu_t *gpu, bool staged)
+{
+    bool active = cg_hvd_gpu_active(gpu);
+    bool offers = gpu->emulate || (staged && active);
+    size_t held;
+
+    if (!offers && gpu->stage == NULL)
+        return SIZE_MAX; /* stages nothing: no constraint */
+    if (active && cg__hvd_gpu_start(gpu) != CG_OK) {
+        cg__hvd_gpu_slots_unusable(gpu);
+        held = 0;
+    } else {
+        held = cg__hvd_gpu_slots_fit(gpu, cg__slot_mem(gpu));
+    }
+    return offers ? held : SIZE_MAX;
+}
+
+cg_status_t cg__hvd_gpu_stage_ensure(cg_hvd_gpu_t *gpu)
+{
+    return cg__hvd_gpu_slots_make(gpu, cg__slot_mem(gpu));
+}

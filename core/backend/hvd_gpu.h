@@ -2,11 +2,13 @@
 /*
  * CUDA memory of the Horovod shim's core: the enqueue-time device check,
  * the governed CUDA fusion buffer (device memory, shrunk on allocation
- * failure, pinned host memory when even CG_FUSION_MIN cannot be had), a
- * pinned staging buffer reused for host backends, copies on a dedicated
- * non-blocking stream, and collectives on CUDA buffers (NCCL direct, host
- * backends staged). Built without CUDA, every entry point still exists
- * and device tensors are refused.
+ * failure, pinned host memory when even CG_FUSION_MIN cannot be had),
+ * two pinned staging slots for host backends sized each cycle to the
+ * governor's chunk (the chunk they cut at agreed over ranks in
+ * negotiation), copies on a dedicated non-blocking stream, and
+ * collectives on CUDA buffers (NCCL direct, host backends staged). Built
+ * without CUDA, every entry point still exists and device tensors are
+ * refused.
  * Background thread only, except cg_hvd_gpu_check. Layer: core/backend.
  */
 #ifndef CG_CORE_HVD_GPU_H
@@ -23,7 +25,8 @@ typedef struct cg_hvd_gpu cg_hvd_gpu_t;
 
 /* At core create: the state, no CUDA call yet (a CPU-only job on a GPU
  * node never creates a CUDA context). Memory from gov; cfg gives the
- * timeout, the staging chunk and the fusion floor. */
+ * timeout, the chunk and fusion floors and the testing switch
+ * CG_GPU_STAGE_EMULATE. */
 cg_status_t cg_hvd_gpu_create(cg_governor_t *gov, const cg_log_t *log,
                               int rank, const cg_config_t *cfg,
                               cg_hvd_gpu_t **gpu_p);
@@ -55,6 +58,27 @@ bool cg_hvd_gpu_active(const cg_hvd_gpu_t *gpu);
  * holds up to `want` bytes, and returns its size (0: none could be had);
  * when not active, returns want. The cycle offers min(host, this). */
 size_t cg_hvd_gpu_prepare(cg_hvd_gpu_t *gpu, size_t want);
+/* Before negotiation, after cg_hvd_gpu_prepare (every request of the
+ * cycle is in the owned list, nothing of the last cycle in flight):
+ * where this rank stages CUDA tensors through a host backend (`staged`:
+ * the core's CUDA backend is COLLGUARD or MPI, and a CUDA tensor was
+ * enqueued; or CG_GPU_STAGE_EMULATE), sizes its two staging slots to the
+ * governor's chunk (made, or made anew when that chunk moved and no
+ * copy runs: smaller frees pinned memory under pressure, larger regrows
+ * it; down to CG_CHUNK_MIN on allocation failure) and returns what each
+ * slot holds, this rank's staging offer (0: no slot could be had; the
+ * reason is logged once and kept for the collectives' errors). A rank
+ * that stages nothing returns SIZE_MAX (no constraint); slots it made
+ * for its own use are still fitted. */
+size_t cg_hvd_gpu_stage_prepare(cg_hvd_gpu_t *gpu, bool staged);
+/* After the full round: the chunk every rank agreed on (the least offer)
+ * and the lowest rank that offered it. The staged collectives cut at it
+ * until the next agreement; 0 fails them on every rank alike, naming
+ * that rank; SIZE_MAX (no rank stages) fails them as a broken invariant. */
+void cg_hvd_gpu_stage_agree(cg_hvd_gpu_t *gpu, size_t chunk, int rank);
+/* Bytes each staging slot of this rank holds (0: none). */
+size_t cg_hvd_gpu_stage_slot(const cg_hvd_gpu_t *gpu);
+
 /* The CUDA fusion buffer (device memory, or pinned host memory after a
  * fallback; either is usable by CUDA copies and NCCL). */
 void *cg_hvd_gpu_fbuf(const cg_hvd_gpu_t *gpu);
@@ -83,8 +107,9 @@ cg_status_t cg_hvd_gpu_copy_out(cg_hvd_gpu_t *gpu, void *dst,
                                 const void *src, size_t bytes);
 
 /* A collective on CUDA buffers through backend be: NCCL runs on them;
- * host backends (COLLGUARD, MPI) run chunk by chunk (CG_CHUNK_SIZE bytes,
- * the same on every rank) through the pinned staging buffer. */
+ * host backends (COLLGUARD, MPI) run chunk by chunk (the agreed chunk,
+ * cg_hvd_gpu_stage_agree, the same on every rank) through the staging
+ * slots, or straight on the pinned fusion buffer. */
 cg_status_t cg_hvd_gpu_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
                                  const void *send, void *recv, size_t count,
                                  cg_dtype_t dt, cg_redop_t op,
@@ -94,7 +119,8 @@ cg_status_t cg_hvd_gpu_broadcast(cg_hvd_gpu_t *gpu, cg_backend_t *be,
                                  int root);
 
 /* buf[i] *= factor by the host kernels' rules (core/reduce/reduce.h), through
- * the staging buffer: for the NCCL backend where NCCL has no exact op. */
+ * the staging slots (this rank's chunk: nothing crosses ranks): for the
+ * NCCL backend where NCCL has no exact op. */
 cg_status_t cg_hvd_gpu_host_scale(cg_hvd_gpu_t *gpu, void *buf,
                                   size_t count, cg_dtype_t dt, double factor);
 

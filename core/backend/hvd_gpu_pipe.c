@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The staging pipeline of the Horovod shim's CUDA path: two pinned slots
- * of CG_CHUNK_SIZE, device-to-host copies on the core's stream and
+ * of the same size, device-to-host copies on the core's stream and
  * host-to-device copies on a second one, and per slot an event for its
  * last copy in and its last copy out, so a host collective on one slot
  * overlaps the copies of the chunks before and after it
- * (hvd_gpu_stage.c drives it; hvd_gpu.c owns the slots' memory). Set up
- * at the first staged collective; where that fails (no pinned memory for
- * the second slot, no stream) the collectives stage chunk by chunk as
- * before. Background thread only.
+ * (hvd_gpu_stage.c drives it; hvd_gpu_slots.c owns the slots' memory and
+ * asks cg__gpu_pipe_idle before it frees them). Set up at the first
+ * staged collective; where that fails (no pinned memory for the second
+ * slot, no stream) the collectives stage chunk by chunk as before.
+ * Background thread only.
  * Layer: core/backend; calls the CUDA runtime (only when CG_HAVE_CUDA).
  */
 #include "core/backend/hvd_gpu_impl.h"
@@ -156,6 +157,25 @@ cg_status_t cg__gpu_pipe_end(cg_hvd_gpu_t *gpu)
     return a != CG_OK ? a : b;
 }
 
+/* True when the stream h (NULL: none made) has nothing queued. */
+static bool cg__stream_idle(void *h)
+{
+    cudaError_t err;
+
+    if (h == NULL)
+        return true;
+    err = cudaStreamQuery((cudaStream_t)h);
+    if (err != cudaSuccess && err != cudaErrorNotReady)
+        (void)cudaGetLastError(); /* a failed copy: its collective said so */
+    return err != cudaErrorNotReady;
+}
+
+bool cg__gpu_pipe_idle(cg_hvd_gpu_t *gpu)
+{
+    /* Batched copies never touch a slot (hvd_gpu.c, cg__batchable). */
+    return cg__stream_idle(gpu->stream) && cg__stream_idle(gpu->stream_out);
+}
+
 void cg__gpu_pipe_destroy(cg_hvd_gpu_t *gpu)
 {
     if (gpu->stream_out != NULL) {
@@ -222,6 +242,12 @@ cg_status_t cg__gpu_pipe_end(cg_hvd_gpu_t *gpu)
 {
     (void)gpu;
     return CG_OK;
+}
+
+bool cg__gpu_pipe_idle(cg_hvd_gpu_t *gpu)
+{
+    (void)gpu;
+    return true;
 }
 
 void cg__gpu_pipe_destroy(cg_hvd_gpu_t *gpu)

@@ -2,11 +2,12 @@
 /*
  * Collectives on CUDA buffers in the Horovod shim's core: NCCL runs on
  * them directly; host backends (COLLGUARD, MPI) run chunk by chunk through
- * pinned staging memory (copy to host, the host collective, copy back),
- * with CG_CHUNK_SIZE chunks so every rank cuts alike, pipelined over two
- * slots where hvd_gpu_pipe.c can (the copies of chunks i-1 and i+1 run
- * while the host works on chunk i), else one chunk at a time. Also the
- * host-side scaling the NCCL backend uses where NCCL has no exact op.
+ * the staging slots (copy to host, the host collective, copy back), cut
+ * at the chunk the ranks agreed on (hvd_gpu_slots.c) so every rank cuts
+ * alike, pipelined over two slots where hvd_gpu_pipe.c can (the copies of
+ * chunks i-1 and i+1 run while the host works on chunk i), else one chunk
+ * at a time. Also the host-side scaling the NCCL backend uses where NCCL
+ * has no exact op (this rank alone: cut at its own slot).
  * Background thread only. Layer: core/backend; calls the backends, core/reduce/reduce.h
  * and hvd_gpu.c's copies.
  */
@@ -61,13 +62,6 @@ static cg_status_t cg__kept_failure(cg_hvd_gpu_t *gpu, cg_backend_t *be)
     return cg_error_set(gpu->failed, "%s", gpu->failed_msg);
 }
 
-/* Elements per staged chunk (at least one). */
-static size_t cg__chunk_elems(const cg_hvd_gpu_t *gpu, size_t dsize)
-{
-    size_t n = gpu->chunk / dsize;
-    return n > 0 ? n : 1;
-}
-
 /* Copies bytes and waits for them. */
 static cg_status_t cg__copy_sync(cg_hvd_gpu_t *gpu, void *dst,
                                  const void *src, size_t bytes)
@@ -95,12 +89,12 @@ static cg_status_t cg__stage_start(cg_hvd_gpu_t *gpu, const void *a,
 typedef cg_status_t (*cg__host_fn)(void *arg, void *host, size_t off,
                                    size_t n);
 
-/* One chunk at a time through slot 0: copy in, host, copy out. */
+/* One chunk (step elements) at a time through slot 0: copy in, host,
+ * copy out. */
 static cg_status_t cg__staged_serial(cg_hvd_gpu_t *gpu, const char *src,
                                      char *dst, size_t count, size_t dsize,
-                                     cg__host_fn fn, void *arg)
+                                     size_t step, cg__host_fn fn, void *arg)
 {
-    size_t step = cg__chunk_elems(gpu, dsize);
     cg_status_t st = CG_OK;
 
     for (size_t off = 0; off < count && st == CG_OK; off += step) {
@@ -123,9 +117,8 @@ static cg_status_t cg__staged_serial(cg_hvd_gpu_t *gpu, const char *src,
  * (its root). */
 static cg_status_t cg__staged_pipe(cg_hvd_gpu_t *gpu, const char *src,
                                    char *dst, size_t count, size_t dsize,
-                                   cg__host_fn fn, void *arg)
+                                   size_t step, cg__host_fn fn, void *arg)
 {
-    size_t step = cg__chunk_elems(gpu, dsize);
     size_t chunks = (count + step - 1) / step;
     cg_status_t st, end;
 
@@ -157,14 +150,38 @@ static cg_status_t cg__staged_pipe(cg_hvd_gpu_t *gpu, const char *src,
     return st != CG_OK ? st : end;
 }
 
+/* Chunks of step elements (both slots hold them). */
 static cg_status_t cg__staged(cg_hvd_gpu_t *gpu, const char *src, char *dst,
-                              size_t count, size_t dsize, cg__host_fn fn,
-                              void *arg)
+                              size_t count, size_t dsize, size_t step,
+                              cg__host_fn fn, void *arg)
 {
-    if (count > cg__chunk_elems(gpu, dsize) &&
-        cg__hvd_gpu_stage2_ensure(gpu) && cg__gpu_pipe_ready(gpu))
-        return cg__staged_pipe(gpu, src, dst, count, dsize, fn, arg);
-    return cg__staged_serial(gpu, src, dst, count, dsize, fn, arg);
+    if (count > step && cg__hvd_gpu_stage2_ensure(gpu) &&
+        cg__gpu_pipe_ready(gpu))
+        return cg__staged_pipe(gpu, src, dst, count, dsize, step, fn, arg);
+    return cg__staged_serial(gpu, src, dst, count, dsize, step, fn, arg);
+}
+
+/* The agreed chunk of a staged collective every rank runs (*step_p
+ * elements), once staging has started (*direct_p: straight on the
+ * pinned fusion buffer). A rank without a slot fails it on every rank
+ * alike: nothing may still copy into the buffers its caller frees. */
+static cg_status_t cg__stage_agreed(cg_hvd_gpu_t *gpu, const void *a,
+                                    const void *b, size_t dsize,
+                                    const char *what, bool *direct_p,
+                                    size_t *step_p)
+{
+    cg_status_t st = cg__hvd_gpu_stage_step(gpu, dsize, false, what, step_p);
+
+    if (st != CG_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", cg_last_error());
+        (void)cg_hvd_gpu_sync(gpu);
+        return cg_error_set(st, "%s", why);
+    }
+    st = cg__stage_start(gpu, a, b, direct_p);
+    if (st == CG_OK && !*direct_p)
+        st = cg__hvd_gpu_stage_step(gpu, dsize, true, what, step_p);
+    return st;
 }
 
 /* Not on one rank: NCCL 2.28's one-rank path leaves the last elements of
@@ -231,8 +248,8 @@ cg_status_t cg_hvd_gpu_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
                                  cg_dtype_t dt, cg_redop_t op,
                                  double prescale, double postscale)
 {
-    size_t dsize = cg_dtype_size(dt), step = cg__chunk_elems(gpu, dsize);
-    bool direct;
+    size_t dsize = cg_dtype_size(dt), step = 0;
+    bool direct = false;
     cg_status_t st = cg__kept_failure(gpu, be);
 
     if (st != CG_OK)
@@ -240,11 +257,12 @@ cg_status_t cg_hvd_gpu_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
     if (be->kind == CG_BACKEND_NCCL)
         return cg__nccl_allreduce(gpu, be, send, recv, count, dt, op,
                                   prescale, postscale);
-    st = cg__stage_start(gpu, send, recv, &direct);
+    st = cg__stage_agreed(gpu, send, recv, dsize, "allreduce", &direct,
+                          &step);
     if (st != CG_OK || !direct) {
         cg__ar_t a = {be, dt, op, prescale, postscale};
         return st != CG_OK ? st
-                           : cg__staged(gpu, send, recv, count, dsize,
+                           : cg__staged(gpu, send, recv, count, dsize, step,
                                         cg__ar_chunk, &a);
     }
     for (size_t off = 0; off < count && st == CG_OK; off += step) {
@@ -274,8 +292,8 @@ cg_status_t cg_hvd_gpu_broadcast(cg_hvd_gpu_t *gpu, cg_backend_t *be,
                                  void *buf, size_t count, cg_dtype_t dt,
                                  int root)
 {
-    size_t dsize = cg_dtype_size(dt), step = cg__chunk_elems(gpu, dsize);
-    bool direct, is_root;
+    size_t dsize = cg_dtype_size(dt), step = 0;
+    bool direct = false, is_root;
     cg_status_t st = cg__kept_failure(gpu, be);
 
     if (st != CG_OK)
@@ -289,13 +307,13 @@ cg_status_t cg_hvd_gpu_broadcast(cg_hvd_gpu_t *gpu, cg_backend_t *be,
                                                 CG_BACKEND_MEM_CUDA);
     }
     is_root = gpu->rank == root;
-    st = cg__stage_start(gpu, buf, buf, &direct);
+    st = cg__stage_agreed(gpu, buf, buf, dsize, "broadcast", &direct, &step);
     if (st != CG_OK || !direct) {
         cg__bc_t a = {be, dt, root};
         return st != CG_OK ? st
                            : cg__staged(gpu, is_root ? buf : NULL,
                                         is_root ? NULL : buf, count, dsize,
-                                        cg__bc_chunk, &a);
+                                        step, cg__bc_chunk, &a);
     }
     for (size_t off = 0; off < count && st == CG_OK; off += step) {
         size_t n = count - off < step ? count - off : step;
@@ -330,9 +348,11 @@ cg_status_t cg_hvd_gpu_host_scale(cg_hvd_gpu_t *gpu, void *buf,
     st = cg__stage_start(gpu, buf, buf, &direct);
     if (st != CG_OK || !direct) {
         cg__sc_t a = {dt, factor};
+        size_t step = gpu->stage_len / dsize; /* this rank's own */
         return st != CG_OK ? st
                            : cg__staged(gpu, buf, buf, count, dsize,
-                                        cg__sc_chunk, &a);
+                                        step > 0 ? step : 1, cg__sc_chunk,
+                                        &a);
     }
     cg_scale(buf, count, dt, factor);
     return CG_OK;

@@ -62,6 +62,19 @@ static inline void cg_hvd_wire_copy(cg_hvd_wire_t *dst,
 
 typedef struct cg_hvd_core cg_hvd_core_t;
 
+/* What this rank offers in a cycle's full round (cg_hvd_fusion_prepare
+ * sizes the buffers; negotiation agrees on the least of each over ranks). */
+typedef struct cg_hvd_offer {
+    size_t fusion; /* fusion buffer bytes (host, and CUDA once in use) */
+    size_t chunk;  /* staging chunk of CUDA tensors: what one staging slot
+                    * holds (0: none could be had; SIZE_MAX: this rank
+                    * stages nothing, no constraint) */
+} cg_hvd_offer_t;
+
+/* int64 per rank in a full round's header: records, stop, fusion offer,
+ * cache capacity, staging chunk offer (INT64_MAX: none). */
+#define CG_HVD_NHDR 5
+
 /* A run of one tensor in a staged fusion buffer (hvd_stage.c). */
 typedef struct cg_hvd_extent {
     size_t foff, len;     /* bytes in the fusion buffer */
@@ -215,9 +228,10 @@ struct cg_hvd_core {
     /* Negotiation state (hvd_negotiate.c, hvd_cache.c, hvd_stall.c),
      * background thread only; set up at the first cycle. */
     bool nego_ready;
-    int64_t *nhdr;            /* 4 per rank: records, stop, fusion, cache */
+    int64_t *nhdr;            /* CG_HVD_NHDR per rank */
     uint64_t now_ns;          /* this cycle's clock */
-    size_t last_offer;        /* fusion offer sent in the last full round */
+    cg_hvd_offer_t last_offer; /* sent in the last full round */
+    size_t stage_chunk;       /* agreed in it (SIZE_MAX: no rank stages) */
     bool cache_agreed;        /* capacity agreed (first full round) */
     cg_hvd_cache_t cache;
     cg_hvd_reqv_t ann;        /* this rank's records of this round */
@@ -334,7 +348,7 @@ void cg_hvd_fail_all(cg_hvd_core_t *core, cg_status_t st, const char *msg);
 size_t cg_hvd_wire_count(const cg_hvd_wire_t *w);
 /* hvd_wire.c: what another rank sent, checked before the table reads it
  * (CG_ERR_MISMATCH naming the rank and the field). hdr: the full round's
- * size x 4 header; w: one record from rank `from`. */
+ * size x CG_HVD_NHDR header; w: one record from rank `from`. */
 #define CG_HVD_RECORDS_MAX (1 << 24) /* records one rank announces a round */
 cg_status_t cg_hvd_nhdr_check(const int64_t *hdr, int size);
 cg_status_t cg_hvd_wire_check(const cg_hvd_wire_t *w, int size, int from);
@@ -347,16 +361,18 @@ uint64_t cg_hvd_name_hash(const char *name);
 
 /* hvd_negotiate.c: one cycle's negotiation of the n_new requests of the
  * owned list starting at `first` (plus those a cache eviction sent back),
- * this rank offering a fusion buffer of `offer` bytes (the cycle asks
- * cg_hvd_fusion_prepare; the agreed size is the minimum over ranks):
+ * this rank offering `offer` (the cycle asks cg_hvd_fusion_prepare; a
+ * changed offer runs the full round; the agreed fusion size and staging
+ * chunk are the minimum over ranks, in core->fusion_cap and, for the GPU
+ * path, cg_hvd_gpu_stage_agree):
  * fills core->ready in the order every rank shares (cache hits in slot
  * order, then the full round's) and sets *stop_rank_p to the first rank
  * that asked to stop (-1: none). A stall shutdown agreed by every rank
  * returns CG_ERR_TIMEOUT naming the stalled tensors; any other failure
  * breaks the comm. */
 cg_status_t cg_hvd_negotiate(cg_hvd_core_t *core, cg_list_t *first,
-                             size_t n_new, bool stop, size_t offer,
-                             int *stop_rank_p);
+                             size_t n_new, bool stop,
+                             const cg_hvd_offer_t *offer, int *stop_rank_p);
 /* Frees the negotiation state: the table, the entry pool, the cache, the
  * announce queues (the requests they point to belong to the owned list). */
 void cg_hvd_negotiate_free(cg_hvd_core_t *core);
@@ -425,8 +441,9 @@ cg_status_t cg_hvd_stall_tick(cg_hvd_core_t *core);
 /* The error every rank fails with once a stall shutdown is agreed. */
 cg_status_t cg_hvd_stall_shutdown(cg_hvd_core_t *core);
 
-/* hvd_fusion.c: the fusion buffer this rank can offer this cycle. */
-size_t cg_hvd_fusion_prepare(cg_hvd_core_t *core);
+/* hvd_fusion.c, at cycle start once the inbox is taken: sizes the
+ * fusion buffers and the staging slots and fills this rank's offer. */
+void cg_hvd_fusion_prepare(cg_hvd_core_t *core, cg_hvd_offer_t *offer);
 void cg_hvd_fusion_release(cg_hvd_core_t *core);
 /* Runs core->ready in order; a broken comm or backend returns its
  * status (the cycle then fails every pending request). */

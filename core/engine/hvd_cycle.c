@@ -62,6 +62,7 @@ void *cg_hvd_cycle_main(void *arg)
         uint64_t t0 = cg_now_ns(), t1, t2;
         cg_list_t *before = core->owned.prev;
         size_t n_new = 0;
+        cg_hvd_offer_t offer;
         int stop_rank;
         bool stop, progressed;
         cg_status_t st;
@@ -77,8 +78,12 @@ void *cg_hvd_cycle_main(void *arg)
 
         cg_hvd_tl_cycle_start(core);
         t1 = cg_now_ns();
-        st = cg_hvd_negotiate(core, before->next, n_new, stop,
-                              cg_hvd_fusion_prepare(core), &stop_rank);
+        /* After the inbox is taken (its CUDA requests' device is set, so
+         * their staging slots are sized now) and before negotiation; the
+         * last cycle's collectives all ended in its execute. */
+        cg_hvd_fusion_prepare(core, &offer);
+        st = cg_hvd_negotiate(core, before->next, n_new, stop, &offer,
+                              &stop_rank);
         t2 = cg_now_ns();
         core->tstats.negotiate_ns += t2 - t1;
         if (st == CG_OK && stop_rank >= 0) {

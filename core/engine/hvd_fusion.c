@@ -3,7 +3,8 @@
  * Execution of a cycle's ready list in the Horovod shim's core: the
  * governed fusion buffer (min(CG_FUSION_THRESHOLD, the governor's fusion
  * size), shrunk on allocation failure, agreed as the minimum over ranks so
- * every rank groups alike), fused allreduces packed / reduced once /
+ * every rank groups alike; the CUDA staging slots are sized and offered
+ * alongside), fused allreduces packed / reduced once /
  * unpacked, tensors too large for the buffer reduced alone, and
  * broadcast, each through the backend of the tensor's memory (host:
  * core->be_cpu, CUDA: core->be_gpu); groups never mix devices. Allgather
@@ -67,13 +68,22 @@ static size_t cg__host_prepare(cg_hvd_core_t *core)
 }
 
 /* Host buffer, and the CUDA one once this rank has CUDA tensors: the
- * smaller is offered, so the agreed size fits both on every rank. */
-size_t cg_hvd_fusion_prepare(cg_hvd_core_t *core)
+ * smaller is offered, so the agreed size fits both on every rank. Then
+ * the staging slots of CUDA tensors on a host backend: what they hold is
+ * offered, so the agreed chunk fits every rank's. A rank with a CUDA
+ * request in this cycle has its device set (cg_hvd_gpu_check, before the
+ * request reached the inbox this cycle took), so its slots are sized
+ * before any rank can find the request ready. */
+void cg_hvd_fusion_prepare(cg_hvd_core_t *core, cg_hvd_offer_t *offer)
 {
     size_t host = cg__host_prepare(core);
     size_t gpu = cg_hvd_gpu_prepare(core->gpu, host);
+    bool staged = core->be_gpu != NULL &&
+                  core->be_gpu->kind != CG_BACKEND_NCCL;
 
-    return gpu < host ? gpu : host;
+    offer->fusion = gpu < host ? gpu : host;
+    offer->chunk = cg_hvd_gpu_stage_prepare(core->gpu, staged);
+    core->tstats.stage_slot_bytes = cg_hvd_gpu_stage_slot(core->gpu);
 }
 
 /* The backend that serves a tensor's memory. */

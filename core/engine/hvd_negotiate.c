@@ -4,11 +4,13 @@
  * is in the response cache (hvd_cache.c) wait on its bit, and one
  * bitwise-AND allreduce says which cached names are ready everywhere and
  * whether some rank needs the full round; the full round (a header
- * allreduce: records per rank, stop, fusion offer, cache capacity; then a
- * byte allreduce of every rank's records at its own offset) lets every
- * rank build the same table and the same ready list in the same order,
- * validating dtype, shape, op, scales and root across ranks.
- * Background thread only. Layer: core/engine; calls core/coll/coll.h, the governor.
+ * allreduce: records per rank, stop, fusion offer, cache capacity,
+ * staging chunk offer; then a byte allreduce of every rank's records at
+ * its own offset) lets every rank build the same table and the same ready
+ * list in the same order, validating dtype, shape, op, scales and root
+ * across ranks, and agree on the fusion size and the staging chunk.
+ * Background thread only. Layer: core/engine; calls core/coll/coll.h, the
+ * governor and the GPU data path (hvd_gpu.h).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,8 @@
 #include <time.h>
 
 #include "core/base/error.h"
+#include "core/base/parse.h"
+#include "core/backend/hvd_gpu.h"
 #include "core/engine/hvd_core.h"
 #include "core/engine/hvd_timeline.h"
 
@@ -172,21 +176,25 @@ static cg_status_t cg__setup(cg_hvd_core_t *core)
     cg_status_t st;
 
     st = cg_governor_alloc(core->gov, CG_MEM_CAT_CONTROL,
-                           (size_t)core->size * 4 * sizeof(int64_t),
+                           (size_t)core->size * CG_HVD_NHDR *
+                               sizeof(int64_t),
                            (void **)&core->nhdr);
     if (st != CG_OK)
         return st;
     st = cg_hvd_pool_create(core);
     if (st != CG_OK) {
         cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->nhdr,
-                         (size_t)core->size * 4 * sizeof(int64_t));
+                         (size_t)core->size * CG_HVD_NHDR * sizeof(int64_t));
         core->nhdr = NULL;
         return st;
     }
     cg_hvd_cache_init(core);
     memset(&core->ann, 0, sizeof(core->ann));
     memset(&core->redo, 0, sizeof(core->redo));
-    core->last_offer = SIZE_MAX; /* the first cycle runs the full round */
+    /* Nothing sent yet (the first cycle runs the full round anyway: the
+     * cache capacity is agreed there). */
+    core->last_offer = (cg_hvd_offer_t){SIZE_MAX, SIZE_MAX};
+    core->stage_chunk = SIZE_MAX;
     core->nego_ready = true;
     return CG_OK;
 }
@@ -260,7 +268,7 @@ static cg_status_t cg__records(cg_hvd_core_t *core, size_t total,
         return st;
     core->n_full++;
     for (int r = 0, k = 0; r < core->size; r++) {
-        for (int64_t i = 0; i < hdr[4 * r]; i++, k++) {
+        for (int64_t i = 0; i < hdr[CG_HVD_NHDR * r]; i++, k++) {
             struct cg_hvd_req *req = r == core->rank ? core->ann.v[i] : NULL;
             st = cg_hvd_wire_check(&recs[k], core->size, r);
             if (st == CG_OK)
@@ -282,43 +290,78 @@ static cg_status_t cg__records(cg_hvd_core_t *core, size_t total,
     return CG_OK;
 }
 
-/* The header (records per rank, stop, fusion offer, cache capacity),
- * then the records if any rank has some. */
-static cg_status_t cg__full_round(cg_hvd_core_t *core, bool stop,
-                                  size_t offer, int *stop_rank_p)
+/* The staging chunk of this round: the least offer (INT64_MAX: no rank
+ * stages), from the lowest rank that made it; logged once per change. */
+static void cg__agree_chunk(cg_hvd_core_t *core, int64_t least, int rank)
 {
-    int64_t *hdr = core->nhdr;
+    size_t chunk = least == INT64_MAX ? SIZE_MAX : (size_t)least;
+    char b[2][32];
+
+    cg_hvd_gpu_stage_agree(core->gpu, chunk, rank);
+    core->tstats.stage_chunk_bytes = chunk == SIZE_MAX ? 0 : chunk;
+    if (chunk == core->stage_chunk)
+        return;
+    core->stage_chunk = chunk;
+    if (chunk == 0)
+        cg_warn(core->log, "staging chunk of CUDA tensors: rank %d has no "
+                "staging slot; staged CUDA collectives fail on every rank "
+                "until it has one", rank);
+    else if (chunk != SIZE_MAX)
+        cg_info(core->log, "staging chunk of CUDA tensors: %s on every "
+                "rank (the least offered, by rank %d; this rank's slots "
+                "hold %s)", cg_format_size(chunk, b[0], sizeof(b[0])), rank,
+                cg_format_size(cg_hvd_gpu_stage_slot(core->gpu), b[1],
+                               sizeof(b[1])));
+}
+
+/* The header (records per rank, stop, fusion offer, cache capacity,
+ * staging chunk offer), then the records if any rank has some. */
+static cg_status_t cg__full_round(cg_hvd_core_t *core, bool stop,
+                                  const cg_hvd_offer_t *offer,
+                                  int *stop_rank_p)
+{
+    const int n = CG_HVD_NHDR;
+    int64_t *hdr = core->nhdr, *mine = hdr + n * core->rank;
     size_t total = 0, mine_at = 0, cap = SIZE_MAX;
-    int64_t cache_cap = INT64_MAX;
+    int64_t cache_cap = INT64_MAX, chunk = INT64_MAX;
+    int chunk_rank = -1;
     bool stall = false;
     cg_status_t st;
 
-    memset(hdr, 0, (size_t)core->size * 4 * sizeof(int64_t));
-    hdr[4 * core->rank] = (int64_t)core->ann.len;
-    hdr[4 * core->rank + 1] = stop ? 1 : core->stall_stop ? 2 : 0;
-    hdr[4 * core->rank + 2] = (int64_t)offer;
-    hdr[4 * core->rank + 3] = core->ctx->cfg.cache_capacity;
-    st = cg_allreduce(core->comm, hdr, hdr, (size_t)core->size * 4,
+    memset(hdr, 0, (size_t)core->size * n * sizeof(int64_t));
+    mine[0] = (int64_t)core->ann.len;
+    mine[1] = stop ? 1 : core->stall_stop ? 2 : 0;
+    mine[2] = (int64_t)offer->fusion;
+    mine[3] = core->ctx->cfg.cache_capacity;
+    mine[4] = offer->chunk >= (size_t)INT64_MAX ? INT64_MAX
+                                                 : (int64_t)offer->chunk;
+    st = cg_allreduce(core->comm, hdr, hdr, (size_t)core->size * n,
                       CG_DTYPE_I64, CG_OP_SUM, 1.0, 1.0);
     if (st == CG_OK)
         st = cg_hvd_nhdr_check(hdr, core->size);
     if (st != CG_OK)
         return st;
-    core->last_offer = offer;
+    core->last_offer = *offer;
     for (int r = 0; r < core->size; r++) {
+        const int64_t *h = hdr + n * r;
         if (r == core->rank)
             mine_at = total;
-        total += (size_t)hdr[4 * r];
-        if (hdr[4 * r + 1] == 1 && *stop_rank_p < 0)
+        total += (size_t)h[0];
+        if (h[1] == 1 && *stop_rank_p < 0)
             *stop_rank_p = r;
-        stall = stall || hdr[4 * r + 1] == 2;
-        if ((size_t)hdr[4 * r + 2] < cap)
-            cap = (size_t)hdr[4 * r + 2];
-        if (hdr[4 * r + 3] < cache_cap)
-            cache_cap = hdr[4 * r + 3];
+        stall = stall || h[1] == 2;
+        if ((size_t)h[2] < cap)
+            cap = (size_t)h[2];
+        if (h[3] < cache_cap)
+            cache_cap = h[3];
+        if (h[4] < chunk) {
+            chunk = h[4];
+            chunk_rank = r;
+        }
     }
     core->fusion_cap = cap;
     core->tstats.fusion_bytes = cap;
+    cg__agree_chunk(core, chunk, chunk_rank);
     if (*stop_rank_p >= 0)
         return CG_OK;
     if (stall)
@@ -356,13 +399,13 @@ void cg_hvd_negotiate_free(cg_hvd_core_t *core)
     cg_hvd_reqv_free(core, &core->ann);
     cg_hvd_reqv_free(core, &core->redo);
     cg_governor_free(core->gov, CG_MEM_CAT_CONTROL, core->nhdr,
-                     (size_t)core->size * 4 * sizeof(int64_t));
+                     (size_t)core->size * CG_HVD_NHDR * sizeof(int64_t));
     core->nhdr = NULL;
 }
 
 cg_status_t cg_hvd_negotiate(cg_hvd_core_t *core, cg_list_t *first,
-                             size_t n_new, bool stop, size_t offer,
-                             int *stop_rank_p)
+                             size_t n_new, bool stop,
+                             const cg_hvd_offer_t *offer, int *stop_rank_p)
 {
     struct timespec ts;
     bool full = true;
@@ -382,10 +425,11 @@ cg_status_t cg_hvd_negotiate(cg_hvd_core_t *core, cg_list_t *first,
     if (st == CG_OK)
         st = cg_hvd_stall_tick(core);
     if (st == CG_OK && core->cache.capacity > 0)
-        st = cg_hvd_cache_exchange(core, core->ann.len > 0 || stop ||
-                                             core->stall_stop ||
-                                             offer != core->last_offer,
-                                   &full);
+        st = cg_hvd_cache_exchange(
+            core, core->ann.len > 0 || stop || core->stall_stop ||
+                      offer->fusion != core->last_offer.fusion ||
+                      offer->chunk != core->last_offer.chunk,
+            &full);
     if (st == CG_OK && full)
         st = cg__full_round(core, stop, offer, stop_rank_p);
     cg__stats_add(core);

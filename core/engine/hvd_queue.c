@@ -473,6 +473,8 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core)
     s->reducescatter_bytes = t->reducescatter_bytes;
     s->alltoall_calls = t->alltoall_calls;
     s->alltoall_bytes = t->alltoall_bytes;
+    s->stage_chunk_bytes = t->stage_chunk_bytes;
+    s->stage_slot_bytes = t->stage_slot_bytes;
     memcpy(s->op_count, t->op_count, sizeof(s->op_count));
     memcpy(s->op_ns, t->op_ns, sizeof(s->op_ns));
     memcpy(s->op_bucket, t->op_bucket, sizeof(s->op_bucket));

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Checks of what negotiation reads from other ranks: a full round's header
- * (per rank: records, stop, fusion offer, cache capacity) and each record
+ * (per rank: records, stop, fusion offer, cache capacity, staging chunk
+ * offer) and each record
  * (cg_hvd_wire_t), before the table uses them, so a rank of another build
  * or corrupted bytes fail the round with a message instead of reading past
  * a name or a shape. Pure: reads only its arguments.
@@ -16,19 +17,22 @@
 cg_status_t cg_hvd_nhdr_check(const int64_t *hdr, int size)
 {
     for (int r = 0; r < size; r++) {
-        const int64_t *h = hdr + 4 * r;
+        const int64_t *h = hdr + CG_HVD_NHDR * r;
 
         if (h[0] < 0 || h[0] > CG_HVD_RECORDS_MAX)
             return cg_error_set(CG_ERR_MISMATCH, "negotiation: rank %d "
                                 "announced %lld records (0 to %d): ranks "
                                 "of different builds?", r, (long long)h[0],
                                 CG_HVD_RECORDS_MAX);
-        if (h[1] < 0 || h[1] > 2 || h[2] < 0 || h[3] < 0 || h[3] > INT32_MAX)
+        if (h[1] < 0 || h[1] > 2 || h[2] < 0 || h[3] < 0 ||
+            h[3] > INT32_MAX || h[4] < 0)
             return cg_error_set(CG_ERR_MISMATCH, "negotiation: rank %d sent "
                                 "stop %lld, fusion offer %lld, cache capacity "
-                                "%lld (expected 0-2, >= 0, 0 to %d): ranks of "
+                                "%lld, staging chunk offer %lld (expected "
+                                "0-2, >= 0, 0 to %d, >= 0): ranks of "
                                 "different builds?", r, (long long)h[1],
-                                (long long)h[2], (long long)h[3], INT32_MAX);
+                                (long long)h[2], (long long)h[3],
+                                (long long)h[4], INT32_MAX);
     }
     return CG_OK;
 }

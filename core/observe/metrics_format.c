@@ -251,6 +251,10 @@ static void cg__hvd_part(cg__out_t *o, const cg_hvd_stats_t *st)
     cg__u64(o, "collguard_hvd_fusion_buffer_bytes", "gauge",
             "Fusion buffer the ranks agreed on in the last cycle.",
             st->fusion_bytes);
+    cg__u64(o, "collguard_hvd_stage_chunk_bytes", "gauge",
+            "Staging chunk of CUDA tensors on a host backend the ranks "
+            "agreed on (the least any rank's slots hold; 0: none).",
+            st->stage_chunk_bytes);
     cg__u64(o, "collguard_hvd_cache_hits_total", "counter",
             "Requests negotiated by a response-cache bit instead of a "
             "record.", st->cache_hits);

@@ -129,6 +129,13 @@ typedef struct cg_hvd_stats {
     uint64_t grouped_calls;         /* groups enqueued (any op) */
     uint64_t alltoall_calls;        /* alltoalls run (one collective each) */
     uint64_t alltoall_bytes;        /* input bytes of this rank's tensors */
+    /* CUDA tensors on COLLGUARD and MPI are staged through host memory in
+     * chunks of stage_chunk_bytes, agreed in the last full negotiation
+     * round as the least any rank's staging slots hold (0: no rank stages
+     * CUDA tensors, or one has no slot and says so in its log);
+     * stage_slot_bytes: what each of this rank's two slots holds. */
+    uint64_t stage_chunk_bytes;
+    uint64_t stage_slot_bytes;
 } cg_hvd_stats_t;
 
 /* Collective over the ctx's bootstrap (ctx created with

@@ -6,11 +6,20 @@
  * postscale, in place and out of place), broadcast from every root,
  * allgather with uneven first dimensions (one rank empty), reducescatter
  * (sum, average) with dim0 not divisible by the ranks, from 1 element to
- * 9 MiB (several CG_CHUNK_SIZE staging chunks) at odd sizes; fused steps
- * of 200 small tensors of mixed sizes; a squeeze phase mid-run (the same
- * mixed step plain, under a cudaMalloc ballast, after freeing it: the
- * same bits each time); under CG_FAULT_ALLOC, the governor's allocation
- * failures must be non-zero.
+ * 9 MiB (several staging chunks, each at most CG_CHUNK_SIZE) at odd
+ * sizes; fused steps of 200 small tensors of mixed sizes; a squeeze
+ * phase mid-run (the same mixed step plain, under a cudaMalloc ballast,
+ * after freeing it: the same bits each time); under CG_FAULT_ALLOC, the
+ * governor's allocation failures must be non-zero. The staging chunk of
+ * CUDA tensors on COLLGUARD and MPI (or under CG_GPU_STAGE_EMULATE): after
+ * the allreduce cases, under the ballast and after it, every rank must
+ * report the same agreed chunk, the least any staging rank's slots hold,
+ * each slot its governor's chunk (so ranks may run with different
+ * CG_CHUNK_SIZE: gpu_check.sh's chunk-per-rank runs give each rank its own
+ * through rank_env.sh, and must print the plain run's digest). Where a
+ * rank's slots are refused (CG_FAULT_STAGING=1 on it), only the no-slot
+ * cases run: a staged CUDA allreduce and broadcast must fail on every rank
+ * with CG_ERR_NO_MEMORY naming that rank, and the core must go on.
  * Inputs are small integers, different on every rank, exact in every
  * dtype and in every sum, product and average made here (1, 2 or 4
  * ranks), so each element is compared exactly with a host reference;
@@ -38,9 +47,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "collguard/hvd.h"
+#include "core/base/parse.h"
 #include "core/reduce/half.h"
 
 #define ARENA ((size_t)24 << 20)   /* bytes of each tensor arena */
@@ -684,7 +695,7 @@ static const cg_dtype_t dtypes[] = {
 #define NDTYPES (int)(sizeof(dtypes) / sizeof(dtypes[0]))
 
 /* Elements of the three sizes: one, odd, 9 MiB and 3 more (several
- * CG_CHUNK_SIZE chunks, a last chunk that is not full). */
+ * staging chunks, a last chunk that is not full). */
 static int64_t size_elems(int k, cg_dtype_t dt)
 {
     return k == 0 ? 1 : k == 1 ? 4099
@@ -868,6 +879,189 @@ static void fused_cases(gc_t *g)
     }
 }
 
+/* ---- the staging chunk ------------------------------------------------- */
+
+static int env_on(const char *name)
+{
+    const char *v = getenv(name);
+    bool on = false;
+
+    return v != NULL && cg_parse_bool(v, &on) && on;
+}
+
+/* 1: this rank stages CUDA tensors through host memory (CUDA mode on
+ * COLLGUARD or MPI, or CG_GPU_STAGE_EMULATE); 0: it does not; -1: not
+ * known here (AUTO picks the backend inside the library). */
+static int stages(const gc_t *g)
+{
+    if (env_on("CG_GPU_STAGE_EMULATE"))
+        return 1;
+    if (g->device < 0 || strcasecmp(g->backend, "NCCL") == 0)
+        return 0;
+    if (strcasecmp(g->backend, "COLLGUARD") == 0 ||
+        strcasecmp(g->backend, "MPI") == 0)
+        return 1;
+    return -1;
+}
+
+/* Every rank's view, in units of 256 bytes (the slots' granularity). */
+enum { C_AGREED, C_SLOT, C_GOV, C_STAGES, C_FAULT, C_N };
+typedef struct {
+    int32_t v[C_N][MAX_RANKS];
+} chunks_t;
+
+static void gather_chunks(gc_t *g, chunks_t *c)
+{
+    cg_hvd_stats_t s;
+    cg_governor_snapshot_t snap;
+
+    memset(c, 0, sizeof(*c));
+    cg_hvd_core_stats(g->core, &s);
+    if (cg_ctx_governor_snapshot(g->ctx, &snap) != CG_OK)
+        fatal("governor snapshot: %s", cg_last_error());
+    c->v[C_AGREED][g->rank] = (int32_t)(s.stage_chunk_bytes / 256);
+    c->v[C_SLOT][g->rank] = (int32_t)(s.stage_slot_bytes / 256);
+    c->v[C_GOV][g->rank] = (int32_t)(snap.chunk_bytes / 256);
+    c->v[C_STAGES][g->rank] = stages(g) == 1;
+    c->v[C_FAULT][g->rank] = env_on("CG_FAULT_STAGING");
+    if (agree_max(g, &c->v[0][0], C_N * MAX_RANKS) != 0)
+        fatal("rank %d: the core stopped while gathering the staging "
+              "chunks", g->rank);
+}
+
+/* The verdict on one gathered view (the same on every rank). */
+static void judge_chunks(const gc_t *g, const chunks_t *c, outcome_t *o)
+{
+    int32_t least = INT32_MAX, agreed = c->v[C_AGREED][0];
+    int any = 0, fault = -1;
+
+    for (int r = 0; r < g->size; r++) {
+        if (c->v[C_AGREED][r] != agreed) {
+            note(o, V_WRONG, "rank %d sees an agreed chunk of %d x 256 B, "
+                 "rank 0 %d x 256 B", r, (int)c->v[C_AGREED][r],
+                 (int)agreed);
+            return;
+        }
+        if (c->v[C_FAULT][r] && fault < 0)
+            fault = r;
+        if (!c->v[C_STAGES][r])
+            continue;
+        any = 1;
+        least = c->v[C_SLOT][r] < least ? c->v[C_SLOT][r] : least;
+    }
+    o->elems = (size_t)agreed * 256;
+    if (!any && agreed != 0)
+        note(o, V_WRONG, "no rank stages, yet %d x 256 B agreed",
+             (int)agreed);
+    else if (any && fault >= 0 && agreed != 0)
+        note(o, V_WRONG, "rank %d has no staging slot, yet %d x 256 B "
+             "agreed", fault, (int)agreed);
+    else if (any && fault < 0 && (agreed == 0 || agreed != least))
+        note(o, V_WRONG, "agreed %d x 256 B, want the least slot, %d x "
+             "256 B", (int)agreed, (int)least);
+    for (int r = 0; r < g->size && any && fault < 0; r++)
+        if (c->v[C_STAGES][r] && c->v[C_SLOT][r] != c->v[C_GOV][r])
+            note(o, V_WRONG, "rank %d's slots hold %d x 256 B, its "
+                 "governor's chunk is %d x 256 B", r, (int)c->v[C_SLOT][r],
+                 (int)c->v[C_GOV][r]);
+}
+
+/* One row: the ranks' staging chunks, once they have settled (memory
+ * still moving gets up to 2 s). */
+static void stage_chunk_check(gc_t *g, const char *cname)
+{
+    struct timespec nap = {0, 50000000};
+    char b[32];
+    chunks_t c;
+    outcome_t o;
+
+    if (stages(g) < 0)
+        return; /* AUTO: which backend runs is the library's choice */
+    for (int k = 0; k < 40; k++) {
+        memset(&o, 0, sizeof(o));
+        gather_chunks(g, &c);
+        judge_chunks(g, &c, &o);
+        if (o.verdict == V_OK)
+            break;
+        nanosleep(&nap, NULL);
+    }
+    if (g->rank == 0) {
+        printf("staging chunk (%s): agreed %s;", cname,
+               cg_format_size(o.elems, b, sizeof(b)));
+        for (int r = 0; r < g->size; r++)
+            printf(" rank %d %s%s", r,
+                   c.v[C_STAGES][r]
+                       ? cg_format_size((uint64_t)c.v[C_SLOT][r] * 256, b,
+                                        sizeof(b))
+                       : "-",
+                   c.v[C_FAULT][r] ? " (slots refused)" : "");
+        printf("\n");
+    }
+    report(g, cname, "-", "bytes", &o, 0);
+}
+
+/* One staged CUDA collective that must fail on every rank, naming rank
+ * `who` (the one whose slots are refused). */
+static void no_slot_case(gc_t *g, cg_hvd_op_type_t type, int who)
+{
+    size_t n = (size_t)1 << 18; /* 1 MiB of f32 */
+    cg_hvd_tensor_t t = {.field_mask = CG_HVD_TENSOR_FIELD_DEVICE,
+                         .dtype = CG_DTYPE_F32, .ndim = 1,
+                         .shape = {(int64_t)n}, .input = g->dev_in,
+                         .output = g->dev_in, .flags = CG_HVD_IS_LEAF,
+                         .device = g->device};
+    char name[64], want[64];
+    cg_hvd_req_h req = NULL;
+    cg_status_t st;
+    outcome_t o;
+
+    memset(&o, 0, sizeof(o));
+    o.elems = n;
+    snprintf(name, sizeof(name), "gc.no-slot.%s",
+             type == CG_HVD_BROADCAST ? "broadcast" : "allreduce");
+    snprintf(want, sizeof(want), "rank %d has no staging slot", who);
+    t.name = name;
+    st = type == CG_HVD_BROADCAST
+             ? cg_hvd_enqueue_broadcast(g->core, &t, 0, &req)
+             : cg_hvd_enqueue_allreduce(g->core, &t, CG_OP_SUM, 1.0, 1.0,
+                                        &req);
+    if (st != CG_OK) {
+        note(&o, V_WRONG, "enqueue: %s", cg_last_error());
+    } else {
+        st = cg_hvd_wait(req);
+        if (st != CG_ERR_NO_MEMORY || strstr(cg_hvd_error(req), want) == NULL)
+            note(&o, V_WRONG, "%s: %s (want CG_ERR_NO_MEMORY naming rank "
+                 "%d)", cg_status_name(st), cg_hvd_error(req), who);
+        else if (g->rank == 0)
+            printf("%s refused as it must be: %s\n", name,
+                   cg_hvd_error(req));
+        cg_hvd_release(req);
+    }
+    report(g, type == CG_HVD_BROADCAST ? "no-slot-broadcast"
+                                       : "no-slot-allreduce",
+           "f32", "-", &o, 0);
+}
+
+/* With a rank whose slots are refused (CG_FAULT_STAGING=1 there): the
+ * no-slot cases in place of the suite (every staged collective would fail
+ * alike); 1 when they ran. */
+static int no_slot_cases(gc_t *g)
+{
+    int32_t who = env_on("CG_FAULT_STAGING") ? g->rank + 1 : 0;
+
+    if (agree_max(g, &who, 1) != 0)
+        fatal("rank %d: the core stopped before the no-slot check",
+              g->rank);
+    if (who == 0)
+        return 0;
+    if (g->device >= 0 && stages(g) == 1) {
+        no_slot_case(g, CG_HVD_ALLREDUCE, who - 1);
+        no_slot_case(g, CG_HVD_BROADCAST, who - 1);
+    }
+    stage_chunk_check(g, "stage-chunk-no-slot");
+    return 1;
+}
+
 /* ---- the squeeze ------------------------------------------------------- */
 
 /* All but leave bytes of this GPU's free memory, in one cudaMalloc
@@ -982,9 +1176,12 @@ static void squeeze(gc_t *g)
     }
     squeeze_row(g, "squeeze-ballast", tag, sp, n, &h0, 0);
     squeeze_row(g, "squeeze-ballast-again", tag, sp, n, &h0, 0);
+    stage_chunk_check(g, "stage-chunk-ballast");
     if (ballast != NULL)
         cuda_or_die(cudaFree(ballast), "cudaFree (ballast)");
     squeeze_row(g, "squeeze-freed", tag, sp, n, &h0, 0);
+    nanosleep(&nap, NULL); /* the governor sees the memory back */
+    stage_chunk_check(g, "stage-chunk-freed");
 }
 
 /* ---- the end ----------------------------------------------------------- */
@@ -1106,13 +1303,16 @@ int main(int argc, char **argv)
         printf("%-9s %5s  %-22s %-5s %-8s %9s  %-7s %9s\n", "backend",
                "ranks", "case", "dtype", "op", "elements", "check", "ms");
 
-    allreduce_cases(&g);
-    broadcast_cases(&g);
-    allgather_cases(&g);
-    reducescatter_cases(&g);
-    fused_cases(&g);
-    squeeze(&g);
-    fault_check(&g);
+    if (!no_slot_cases(&g)) {
+        allreduce_cases(&g);
+        stage_chunk_check(&g, "stage-chunk");
+        broadcast_cases(&g);
+        allgather_cases(&g);
+        reducescatter_cases(&g);
+        fused_cases(&g);
+        squeeze(&g);
+        fault_check(&g);
+    }
     print_digests(&g);
     if (g.rank == 0)
         printf("gpu_check: %d cases, %d wrong, %d refused\n", g.cases,

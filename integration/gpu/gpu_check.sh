@@ -5,10 +5,15 @@
 # 2 and 4 ranks COLLGUARD (host-staged, rank i on GPU i % GPUs, so they
 # may share one), 2 ranks MPI under mpirun (when built with MPI and
 # mpirun is there); each plain, with every 3rd buffer allocation failing
-# (CG_FAULT_ALLOC=3) and with the two-slot staging pipeline off
-# (CG_GPU_STAGE_PIPELINE=0). The variants of one backend and rank count
-# must print the same digest of every output. Prints each run's table,
-# then one summary row per run.
+# (CG_FAULT_ALLOC=3), with the two-slot staging pipeline off
+# (CG_GPU_STAGE_PIPELINE=0) and with a CG_CHUNK_SIZE of its own on each
+# rank (4MiB, 1MiB, 2MiB, 512KiB through rank_env.sh: the staged
+# collectives must cut at the chunk the ranks agree on). The variants of
+# one backend and rank count must print the same digest of every output.
+# The host-staged backends also run once with rank 1's staging slots
+# refused (CG_FAULT_STAGING=1 there): every rank's staged collectives must
+# fail naming rank 1 and the job go on. Prints each run's table, then one
+# summary row per run.
 # Exit 0: every run right; 77: no CUDA device; else the failures' count.
 # usage: gpu_check.sh BUILD_DIR   (GPU_CHECK_CONFIGS="NCCL/1 COLLGUARD/2"
 #        runs only those)
@@ -17,7 +22,8 @@ build=${1:?usage: $0 BUILD_DIR}
 check=$build/integration/gpu/gpu_check
 launch=$build/transport/collguard-run
 info=$build/plugin/collguard-info
-for p in "$check" "$launch" "$info"; do
+rank_env=$(dirname "$0")/rank_env.sh
+for p in "$check" "$launch" "$info" "$rank_env"; do
     [ -x "$p" ] || { echo "$0: $p not built" >&2; exit 1; }
 done
 export CG_TRANSPORT=${CG_TRANSPORT:-socket}
@@ -29,21 +35,24 @@ trap 'rm -rf "$logs"' EXIT
 failed=0
 summary=""
 declare -A digest # backend/ranks -> the first variant's digest
+wrap=()           # run's command before gpu_check (rank_env.sh ... --)
 
 # run BACKEND NP LAUNCHER VARIANT VAR=VALUE...: one run of the suite,
-# LAUNCHER one of direct, cgrun, mpirun.
+# LAUNCHER one of direct, cgrun, mpirun. A no-slot-* variant runs other
+# cases: its digest is compared with no other run's.
 run() {
     local be=$1 np=$2 how=$3 variant=$4 log rc line d key verdict
     shift 4
     key="$be/$np"
+    [[ $variant == no-slot* ]] && key="$be/$np/$variant"
     log=$logs/${be}_${np}_$variant.txt
     echo "== $be, $np rank(s), $variant"
     case $how in
     direct)
-        env HOROVOD_GPU_OPERATIONS="$be" "$@" "$check" ;;
+        env HOROVOD_GPU_OPERATIONS="$be" "$@" "${wrap[@]}" "$check" ;;
     cgrun)
         env HOROVOD_GPU_OPERATIONS="$be" "$@" \
-            "$launch" -np "$np" --timeout 300s -- "$check" ;;
+            "$launch" -np "$np" --timeout 300s -- "${wrap[@]}" "$check" ;;
     mpirun)
         local xs=() kv
         for kv in HOROVOD_GPU_OPERATIONS CG_TRANSPORT CG_SOCKET_IFNAME \
@@ -51,7 +60,7 @@ run() {
             xs+=(-x "${kv%%=*}")
         done
         env HOROVOD_GPU_OPERATIONS="$be" "$@" mpirun --allow-run-as-root \
-            --oversubscribe -np "$np" "${xs[@]}" "$check" ;;
+            --oversubscribe -np "$np" "${xs[@]}" "${wrap[@]}" "$check" ;;
     esac >"$log" 2>&1
     rc=$?
     cat "$log"
@@ -73,11 +82,18 @@ run() {
         "$verdict" "${line#gpu_check: }")$'\n'
 }
 
-# variants BACKEND NP LAUNCHER: the three runs of one configuration.
+# variants BACKEND NP LAUNCHER: the runs of one configuration.
 variants() {
     run "$@" plain
     run "$@" fault-alloc-3 CG_FAULT_ALLOC=3
     run "$@" pipeline-off CG_GPU_STAGE_PIPELINE=0
+    wrap=("$rank_env" CG_CHUNK_SIZE=4MiB,1MiB,2MiB,512KiB --)
+    run "$@" chunk-per-rank
+    if [ "$1" != NCCL ] && [ "$2" -gt 1 ]; then
+        wrap=("$rank_env" CG_FAULT_STAGING=0,1 --)
+        run "$@" no-slot
+    fi
+    wrap=()
 }
 
 # GPU_CHECK_CONFIGS narrows the runs (backend/ranks words).

@@ -5,8 +5,8 @@
  * in one run: the staged AllReduce of one CUDA float32 tensor through the
  * shim with the two-slot pipeline and without it (one chunk at a time);
  * the same AllReduce of a host tensor; and the copies alone (device to
- * pinned host and back, chunk by chunk, each waited for, as the
- * unpipelined path makes them). Prints the median milliseconds of each,
+ * pinned host and back, chunk by chunk at the staging chunk the ranks
+ * agreed on, each waited for, as the unpipelined path makes them). Prints the median milliseconds of each,
  * the speed-up of the pipeline, and what it hid (unpipelined - pipelined)
  * against the copies' time. Every result is checked.
  *   stage_bench [-i iterations] [MiB ...]   (under collguard-run -np N)
@@ -79,6 +79,19 @@ static double copies(void *dev, void *pinned, size_t bytes, size_t chunk)
     return now_ms() - t0;
 }
 
+/* The staging chunk the last staged AllReduce cut at (CG_CHUNK_SIZE
+ * before any was agreed): the copies alone are cut alike. */
+static size_t agreed_chunk(cg_hvd_core_h core, cg_ctx_h ctx)
+{
+    cg_hvd_stats_t st;
+
+    cg_hvd_core_stats(core, &st);
+    return st.stage_chunk_bytes > 0 &&
+                   st.stage_chunk_bytes <= ctx->cfg.chunk_size
+               ? (size_t)st.stage_chunk_bytes
+               : (size_t)ctx->cfg.chunk_size;
+}
+
 int main(int argc, char **argv)
 {
     cg_ctx_params_t cp = {.field_mask = CG_CTX_PARAM_BOOTSTRAP,
@@ -118,7 +131,7 @@ int main(int argc, char **argv)
     size = cg_hvd_core_size(core);
     if (rank == 0)
         printf("staged CUDA AllReduce, %d ranks, backend %s, pipeline %s, "
-               "chunk %llu bytes, median of %d\n%6s %12s %13s %8s %10s "
+               "chunk at most %llu bytes, median of %d\n%6s %12s %13s %8s %10s "
                "%13s %9s %12s\n",
                size, getenv("HOROVOD_GPU_OPERATIONS") ? getenv(
                    "HOROVOD_GPU_OPERATIONS") : "AUTO", "on and off",
@@ -156,7 +169,7 @@ int main(int argc, char **argv)
             if (on) {
                 snprintf(name, sizeof(name), "host.%d.%d", s, i);
                 b = allreduce(core, host, n, -1, name);
-                c = copies(dev, pinned, bytes, ctx->cfg.chunk_size);
+                c = copies(dev, pinned, bytes, agreed_chunk(core, ctx));
             }
             if (a < 0 || b < 0 || c < 0) {
                 wrong = 1;
@@ -194,8 +207,10 @@ int main(int argc, char **argv)
         free(host);
     }
     if (rank == 0)
-        printf("pipelined staged collectives on rank 0: %llu\n",
-               (unsigned long long)cg_hvd_gpu_pipelined(core->gpu));
+        printf("pipelined staged collectives on rank 0: %llu, agreed "
+               "staging chunk %zu bytes\n",
+               (unsigned long long)cg_hvd_gpu_pipelined(core->gpu),
+               agreed_chunk(core, ctx));
     cg_hvd_core_destroy(core);
     cg_ctx_destroy(ctx);
     return wrong;

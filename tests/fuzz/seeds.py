@@ -48,18 +48,25 @@ put("rendezvous", "follow-abort", bytes([1, L]) +
 put("rendezvous", "follow-abort-long", bytes([5, 0]) + frame(5, 1, -2, 600, b"x" * 600))
 
 
-# negotiate: byte 0 size - 1; header size x [records, stop, offer, cache
-# cap] int64; then records laid out as cg_hvd_wire_t (core/engine/hvd_core.h).
+# negotiate: byte 0 size - 1; header size x [records, stop, fusion offer,
+# cache cap, staging chunk offer (INT64_MAX: none)] int64; then records
+# laid out as cg_hvd_wire_t (core/engine/hvd_core.h: 6 int32 parameters,
+# group size and place, group key, scales, shape, name).
+NONE = (1 << 63) - 1
+
+
 def wire(name, typ=0, dtype=7, op=0, root=0, shape=(4,), device=-1,
-         pre=1.0, post=1.0):
+         pre=1.0, post=1.0, group=(0, 0, 0)):
     s = list(shape) + [0] * (8 - len(shape))
-    return (struct.pack("<6i2d8q", typ, dtype, op, root, len(shape), device,
-                        pre, post, *s) + name.encode().ljust(200, b"\0"))
+    return (struct.pack("<8iQ2d8q", typ, dtype, op, root, len(shape), device,
+                        *group, pre, post, *s) +
+            name.encode().ljust(200, b"\0"))
 
 
 def nego(rows, recs):
     size = len(rows)
-    head = bytes([size - 1]) + b"".join(struct.pack("<4q", *r) for r in rows)
+    head = bytes([size - 1]) + b"".join(
+        struct.pack("<5q", *(tuple(r) + (NONE,) * (5 - len(r)))) for r in rows)
     return head + b"".join(recs)
 
 
@@ -75,7 +82,15 @@ put("negotiate", "allreduce-u16-prescale", nego([(1, 0, 64, 8)],
 put("negotiate", "reducescatter-avg", nego([(1, 1, 4096, 16)] * 4,
     [wire("r", typ=3, op=4, shape=(8,), pre=0.5)] * 4))
 put("negotiate", "stall-stop", nego([(0, 2, 0, 0), (0, 0, 1, 1)], []))
-put("negotiate", "scalar-cuda", nego([(1, 0, 64, 8)], [wire("s", shape=(), device=0)]))
+put("negotiate", "scalar-cuda", nego([(1, 0, 64, 8, 1 << 20)],
+    [wire("s", shape=(), device=0)]))
+put("negotiate", "grouped-pair", nego([(2, 0, 64, 8)],
+    [wire("p.0", group=(2, 0, 0x1234)), wire("p.1", group=(2, 1, 0x1234))]))
+put("negotiate", "staging-chunks", nego([(1, 0, 1 << 20, 8, 1 << 20),
+    (1, 0, 1 << 20, 8, 256 << 10), (1, 0, 1 << 20, 8, NONE)],
+    [wire("c", device=0)] * 3))
+put("negotiate", "staging-no-slot", nego([(0, 0, 64, 8, 4 << 20), (0, 0, 64, 8, 0)], []))
+put("negotiate", "staging-negative", nego([(0, 0, 64, 8, -256)], []))
 
 # config: a line whose first byte is below 0x80 sets the table's variable
 # number byte % count (core/config.c order) to the rest; other lines are

@@ -41,7 +41,17 @@ static double hj_now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int hj_rank_main(hj_rank_t *self, const char *const *extra, int port)
+/* hj_run_mem's probe: the scenario's reading, whatever the host has. */
+static cg_status_t hj_probe(void *arg, uint64_t *free_p, uint64_t *total_p)
+{
+    hj_rank_t *self = arg;
+
+    *free_p = *total_p = atomic_load(&self->mem_bytes);
+    return CG_OK;
+}
+
+static int hj_rank_main(hj_rank_t *self, const char *const *extra, int port,
+                        int probed)
 {
     static const char *const base[] = {"CG_TRANSPORT=socket",
                                        "CG_SOCKET_IFNAME=lo",
@@ -84,6 +94,11 @@ static int hj_rank_main(hj_rank_t *self, const char *const *extra, int port)
     cg_ctx_params_t cp = {.field_mask = CG_CTX_PARAM_ENV |
                                         CG_CTX_PARAM_BOOTSTRAP,
                           .env = env, .bootstrap = 1};
+    if (probed) {
+        cp.field_mask |= CG_CTX_PARAM_PROBE;
+        cp.probe_fn = hj_probe;
+        cp.probe_arg = self;
+    }
     HJ_CHECK(self, cg_ctx_create(&cp, &ctx) == CG_OK, "ctx: %s",
              cg_last_error());
     HJ_CHECK(self, cg_hvd_core_create(ctx, &self->core) == CG_OK,
@@ -99,7 +114,8 @@ static int hj_rank_main(hj_rank_t *self, const char *const *extra, int port)
     return rc;
 }
 
-hj_rank_t *hj_run(int size, const char *const *env, hj_fn fn, void *arg)
+static hj_rank_t *hj_start(int size, const char *const *env, hj_fn fn,
+                           void *arg, int probed, uint64_t mem_bytes)
 {
     size_t len = (size_t)size * sizeof(hj_rank_t);
     hj_rank_t *rep = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -115,9 +131,10 @@ hj_rank_t *hj_run(int size, const char *const *env, hj_fn fn, void *arg)
         rep[r].size = size;
         rep[r].fn = fn;
         rep[r].arg = arg;
+        atomic_store(&rep[r].mem_bytes, mem_bytes);
         pids[r] = fork();
         if (pids[r] == 0)
-            _exit(hj_rank_main(&rep[r], env, port));
+            _exit(hj_rank_main(&rep[r], env, port, probed));
     }
     while (left > 0) {
         for (int r = 0; r < size; r++) {
@@ -140,6 +157,17 @@ hj_rank_t *hj_run(int size, const char *const *env, hj_fn fn, void *arg)
         usleep(2000);
     }
     return rep;
+}
+
+hj_rank_t *hj_run(int size, const char *const *env, hj_fn fn, void *arg)
+{
+    return hj_start(size, env, fn, arg, 0, 0);
+}
+
+hj_rank_t *hj_run_mem(int size, const char *const *env, hj_fn fn, void *arg,
+                      uint64_t mem_bytes)
+{
+    return hj_start(size, env, fn, arg, 1, mem_bytes);
 }
 
 void hj_free(hj_rank_t *rep, int size)

@@ -4,11 +4,13 @@
  * variables for a loopback rendezvous plus the scenario's extra variables,
  * creates a bootstrapped context and a cg_hvd core, runs the scenario and
  * reports through shared memory (a failure line and text, a result hash,
- * the core's stats).
+ * the core's stats). hj_run_mem also hands each rank's governor a memory
+ * reading the scenario sets.
  */
 #ifndef CG_TEST_HVD_UTIL_H
 #define CG_TEST_HVD_UTIL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +32,9 @@ struct hj_rank {
     uint64_t hash;   /* scenario-defined result digest */
     cg_hvd_stats_t stats;
     int destroyed;   /* the scenario destroyed the core itself */
+    /* hj_run_mem: the bytes free (and total) this rank's governor reads at
+     * its next sample (the scenario may change its own at any time). */
+    _Atomic uint64_t mem_bytes;
 };
 
 /* Runs size ranks of fn with the extra "NAME=value" variables (NULL-
@@ -37,6 +42,11 @@ struct hj_rank {
  * returns shared reports (hj_free them).
  * Ranks still running after 20 s (scaled) are killed. */
 hj_rank_t *hj_run(int size, const char *const *env, hj_fn fn, void *arg);
+/* The same, each rank's governor reading mem_bytes free of mem_bytes
+ * total (no memory in use, so no slope and no early warning) from its
+ * rank's report, mem_bytes at the start (CG_CTX_PARAM_PROBE). */
+hj_rank_t *hj_run_mem(int size, const char *const *env, hj_fn fn, void *arg,
+                      uint64_t mem_bytes);
 void hj_free(hj_rank_t *rep, int size);
 uint64_t hj_hash(uint64_t h, const void *p, size_t len);
 /* The outcome of an enqueue that returned st (*req_p set on CG_OK): waits

@@ -114,6 +114,15 @@ def test_async_poll_is_false_while_a_rank_is_missing_then_synchronize():
     assert hvd.core_stats()["fused_calls"] > before, "nothing was fused"
 
 
+def test_core_stats_staging_chunk_without_cuda_staging():
+    """Host tensors only: no rank stages CUDA tensors, so no staging chunk
+    is agreed and no slot is held (the dict carries both)."""
+    hvd.allreduce(torch.ones(4), name="stage.stats")
+    s = hvd.core_stats()
+    assert s["stage_chunk_bytes"] == 0, s
+    assert s["stage_slot_bytes"] == 0, s
+
+
 @pytest.mark.parametrize("dtype", DTYPES + [torch.uint8, torch.int8,
                                             torch.int16])
 def test_broadcast_from_every_root(dtype):
