@@ -213,6 +213,11 @@ static cg_status_t cg__tcp_test(cg_tp_req_t *super, size_t *size_p)
     return cg__tcp_req_report(req, size_p);
 }
 
+static int cg__tcp_done(const cg_tp_req_t *super)
+{
+    return ((const cg__tcp_req_t *)super)->status != CG_INPROGRESS;
+}
+
 static cg_status_t cg__tcp_pfds_reserve(cg__tcp_tp_t *tp, size_t n)
 {
     size_t unit = sizeof(struct pollfd) + sizeof(void *);
@@ -331,6 +336,7 @@ const cg_transport_ops_t cg__tcp_ops = {
     .isend = cg__tcp_isend,
     .irecv = cg__tcp_irecv,
     .test = cg__tcp_test,
+    .done = cg__tcp_done,
     .wait = cg__tcp_wait,
     .progress = cg__tcp_progress,
 };

@@ -128,6 +128,11 @@ cg_status_t cg_tp_test(cg_tp_req_t *req, size_t *size_p)
     return req->ops->test(req, size_p);
 }
 
+int cg_tp_done(const cg_tp_req_t *req)
+{
+    return req->ops->done(req);
+}
+
 cg_status_t cg_tp_wait(cg_tp_req_t *req, size_t *size_p)
 {
     return req->ops->wait(req, size_p);

@@ -95,6 +95,9 @@ cg_status_t cg_tp_irecv(cg_tp_conn_t *conn, void *buf, size_t cap,
 /* CG_INPROGRESS while pending. Otherwise the request is finished and freed:
  * CG_OK with *size_p (may be NULL) the bytes moved, or the error. */
 cg_status_t cg_tp_test(cg_tp_req_t *req, size_t *size_p);
+/* 1 when req has finished, so that test ends it at once without driving
+ * the transport; 0 while it is pending. Never progresses, never frees. */
+int cg_tp_done(const cg_tp_req_t *req);
 /* Like test, but blocks (spinning briefly, then sleeping in the kernel)
  * until done; never longer than the dead-peer timeout without progress. */
 cg_status_t cg_tp_wait(cg_tp_req_t *req, size_t *size_p);

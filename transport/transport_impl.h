@@ -28,6 +28,7 @@ typedef struct cg__transport_ops {
     cg_status_t (*irecv)(cg_tp_conn_t *conn, void *buf, size_t cap,
                          uint32_t tag, cg_tp_req_t **req_p);
     cg_status_t (*test)(cg_tp_req_t *req, size_t *size_p);
+    int (*done)(const cg_tp_req_t *req);
     cg_status_t (*wait)(cg_tp_req_t *req, size_t *size_p);
     cg_status_t (*progress)(cg_transport_t *tp);
 } cg_transport_ops_t;

@@ -397,6 +397,7 @@ const cg_transport_ops_t cg__ucx_ops = {
     .isend = cg__ucx_isend,
     .irecv = cg__ucx_irecv,
     .test = cg__ucx_test,
+    .done = cg__ucx_done,
     .wait = cg__ucx_wait,
     .progress = cg__ucx_progress_op,
 };

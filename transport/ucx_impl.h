@@ -214,6 +214,7 @@ cg_status_t cg__ucx_isend(cg_tp_conn_t *conn, const void *buf, size_t len,
 cg_status_t cg__ucx_irecv(cg_tp_conn_t *conn, void *buf, size_t cap,
                           uint32_t tag, cg_tp_req_t **req_p);
 cg_status_t cg__ucx_test(cg_tp_req_t *req, size_t *size_p);
+int cg__ucx_done(const cg_tp_req_t *req);
 /* Posts the sends queued before the handshake finished, in order. */
 void cg__ucx_req_post_queued(cg__ucx_conn_t *conn);
 /* Ends a pending request (not yet RELEASED) with status; 1 when its UCX

@@ -366,6 +366,11 @@ cg_status_t cg__ucx_irecv(cg_tp_conn_t *super, void *buf, size_t cap,
     return CG_OK;
 }
 
+int cg__ucx_done(const cg_tp_req_t *super)
+{
+    return ((const cg__ucx_req_t *)super)->status != CG_INPROGRESS;
+}
+
 cg_status_t cg__ucx_test(cg_tp_req_t *super, size_t *size_p)
 {
     cg__ucx_req_t *req = (cg__ucx_req_t *)super;

@@ -58,18 +58,18 @@ static int cg__np_dev_ok(int dev)
 
 void cg__np_listen_free(cg__np_listen_t *l)
 {
-    pthread_mutex_lock(&l->lane->lock);
+    cg__np_lock(&l->lane->lock);
     cg_tp_listener_close(l->listener);
-    pthread_mutex_unlock(&l->lane->lock);
+    cg__np_unlock(&l->lane->lock);
     cg__np_lane_unref(l->lane);
     cg_mem_free(&cg__np.mem, CG_MEM_CAT_CONTROL, l, sizeof(*l));
 }
 
 void cg__np_comm_free(cg__np_comm_t *comm)
 {
-    pthread_mutex_lock(&comm->lane->lock);
+    cg__np_lock(&comm->lane->lock);
     cg_tp_conn_close(comm->conn);
-    pthread_mutex_unlock(&comm->lane->lock);
+    cg__np_unlock(&comm->lane->lock);
     cg__np_lane_unref(comm->lane);
     cg_mem_free(&cg__np.mem, CG_MEM_CAT_CONTROL, comm, sizeof(*comm));
 }
@@ -153,7 +153,6 @@ static ncclResult_t cg__np_connect_start(int dev, uint8_t *h, void **id_p)
     memset(comm, 0, sizeof(*comm));
     comm->kind = CG_NP_SEND;
     comm->dev = dev;
-    comm->free_mask = 0xffffffffu;
     memset(&tph, 0, sizeof(tph));
     memcpy(tph.bytes, h + CG_NP_HANDLE_HDR, CG_NP_TPH_MAX);
     st = cg__np_lane_create(dev, (cg_transport_kind_t)kind,
@@ -169,7 +168,6 @@ static ncclResult_t cg__np_connect_start(int dev, uint8_t *h, void **id_p)
         cg_tp_conn_close(comm->conn);
         goto err_lane;
     }
-    comm->slot = cg__np_id_slot(*id_p);
     cg__np_put64(h + 16, (uint64_t)(uintptr_t)*id_p);
     return ncclSuccess;
 
@@ -218,9 +216,9 @@ ncclResult_t cg__np_connect(void *ctx, int dev, void *handle, void **send,
                 CG_NP_NAME);
         return ncclInvalidArgument;
     }
-    pthread_mutex_lock(&comm->lane->lock);
+    cg__np_lock(&comm->lane->lock);
     st = cg_tp_conn_ready(comm->conn);
-    pthread_mutex_unlock(&comm->lane->lock);
+    cg__np_unlock(&comm->lane->lock);
     if (st == CG_INPROGRESS)
         return ncclSuccess;
     cg__np_put64(h + 16, 0);
@@ -250,9 +248,9 @@ ncclResult_t cg__np_accept(void *listen, void **recv,
     *recv = NULL;
     if (l == NULL)
         return ncclInvalidArgument;
-    pthread_mutex_lock(&l->lane->lock);
+    cg__np_lock(&l->lane->lock);
     st = cg_tp_accept(l->listener, &conn);
-    pthread_mutex_unlock(&l->lane->lock);
+    cg__np_unlock(&l->lane->lock);
     if (st == CG_INPROGRESS)
         return ncclSuccess;
     if (st != CG_OK) {
@@ -269,20 +267,18 @@ ncclResult_t cg__np_accept(void *listen, void **recv,
     comm->ready = true;
     comm->lane = l->lane;
     comm->conn = conn;
-    comm->free_mask = 0xffffffffu;
     *recv = cg__np_slot_alloc(CG_NP_RECV, comm);
     if (*recv == NULL) {
         cg_mem_free(&cg__np.mem, CG_MEM_CAT_CONTROL, comm, sizeof(*comm));
         goto err_conn;
     }
-    comm->slot = cg__np_id_slot(*recv);
     cg__np_lane_ref(l->lane);
     return ncclSuccess;
 
 err_conn:
-    pthread_mutex_lock(&l->lane->lock);
+    cg__np_lock(&l->lane->lock);
     cg_tp_conn_close(conn);
-    pthread_mutex_unlock(&l->lane->lock);
+    cg__np_unlock(&l->lane->lock);
     cg_warn(&cg__np.log, "net plugin %s: no memory or slot for an accepted "
             "connection", CG_NP_NAME);
     return ncclSystemError;

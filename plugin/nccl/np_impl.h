@@ -13,7 +13,9 @@
  * covers every transport call on it, so comms never wait on each other
  * and the data path never waits on setup elsewhere. The state lock covers
  * the handle table's free list, init/finalize and registration accounting;
- * lookups in the table are lock-free (a generation per slot).
+ * lookups in the table are lock-free (a generation per slot), inline here.
+ * A request whose transport parts all finished when it was posted is
+ * DONE: its test takes no lock (np_data.c).
  */
 #ifndef CG_PLUGIN_NCCL_NP_IMPL_H
 #define CG_PLUGIN_NCCL_NP_IMPL_H
@@ -58,15 +60,49 @@ typedef enum {
     CG_NP_REQ = 5 /* only in encoded request ids, never in a slot */
 } cg__np_kind_t;
 
+/* The lane lock: taken with one atomic exchange, given back with a
+ * release store, which (unlike a mutex's unlock, an atomic exchange) is
+ * no full barrier on x86: the unlock after an isend does not wait for the
+ * stores of its copy into shared memory to drain. A thread that finds it
+ * held spins, then yields, then naps (np_lane.c). A hold is one transport
+ * call, all of them non-blocking but a comm's close, which may flush its
+ * endpoint for up to 200 ms (CG_UCX_CLOSE_WAIT_NS). */
+typedef struct cg__np_lock {
+    atomic_int held;
+} cg__np_lock_t;
+
+void cg__np_lock_wait(cg__np_lock_t *l);
+
+static inline void cg__np_lock(cg__np_lock_t *l)
+{
+    if (atomic_exchange_explicit(&l->held, 1, memory_order_acquire) != 0)
+        cg__np_lock_wait(l);
+}
+
+static inline void cg__np_unlock(cg__np_lock_t *l)
+{
+    atomic_store_explicit(&l->held, 0, memory_order_release);
+}
+
 typedef struct cg__np_lane {
-    pthread_mutex_t lock;  /* every transport call on tp */
+    cg__np_lock_t lock;    /* every transport call on tp */
     cg_transport_t *tp;
     atomic_int refs;       /* comms and the listener using it */
 } cg__np_lane_t;
 
+/* A request's state. FREE -> BUSY or DONE only under the lane lock (by
+ * isend/irecv, which fill the request first and publish the state last,
+ * release); BUSY -> FREE by test under the lock, DONE -> FREE by test
+ * without it (release: the next taker's acquire sees the fields read). */
+enum {
+    CG_NP_RQ_FREE = 0,
+    CG_NP_RQ_BUSY = 1,     /* transport parts pending */
+    CG_NP_RQ_DONE = 2      /* every part finished when posted */
+};
+
 typedef struct cg__np_req {
-    uint8_t gen;           /* 7 bits, in the request's id */
-    bool used;
+    _Atomic uint8_t state; /* CG_NP_RQ_* */
+    _Atomic uint8_t gen;   /* 7 bits, in the request's id */
     bool failed;
     int n;
     cg_status_t status;    /* of the first sub-request that failed */
@@ -77,12 +113,11 @@ typedef struct cg__np_req {
 /* A send or recv comm; a send comm exists while connecting too. */
 typedef struct cg__np_comm {
     cg__np_kind_t kind;
-    uint32_t slot;
     int dev;
     bool ready;
     cg__np_lane_t *lane;
     cg_tp_conn_t *conn;
-    uint32_t free_mask;    /* bit i: reqs[i] is free */
+    int next_req;          /* where the next take looks first (lane lock) */
     cg__np_req_t reqs[NCCL_NET_MAX_REQUESTS];
 } cg__np_comm_t;
 
@@ -138,17 +173,83 @@ ncclResult_t cg__np_init(ncclDebugLogger_t logger, bool legacy);
 ncclResult_t cg__np_finalize(void *ctx);
 ncclResult_t cg__np_result(cg_status_t st);
 
-/* np_table.c: ids for the pointers NCCL holds. */
+/* np_table.c: ids for the pointers NCCL holds. An id is, from bit 63:
+ * tag CG_NP_ID_TAG (8 bits), kind (4), the slot's generation (24), slot
+ * (16), extra (12: 0, or for a request its index << 7 | its generation). */
+#define CG_NP_ID_TAG 0xc6ull
+#define CG_NP_GEN_MASK 0xffffffu
 void *cg__np_slot_alloc(cg__np_kind_t kind, void *obj);
 void cg__np_slot_release(void *id);
-/* The object behind id when it is live and of kind; NULL otherwise. */
-void *cg__np_lookup(const void *id, cg__np_kind_t kind);
 uint32_t cg__np_id_slot(const void *id);
-void *cg__np_req_id(const cg__np_comm_t *comm, int idx);
-/* The comm and request index behind a request id; NULL if stale. */
-cg__np_comm_t *cg__np_req_lookup(const void *id, int *idx_p);
 /* Frees every live object (finalize with objects NCCL left open). */
 void cg__np_table_sweep(void);
+
+/* The slot id names when it is live in id's generation; NULL otherwise.
+ * Lock-free: the generation is read first (acquire, slot_alloc stores it
+ * last), so kind and object are those of that generation. */
+static inline cg__np_slot_t *cg__np_id_live(uint64_t v)
+{
+    cg__np_slot_t *slots = cg__np.slots;
+    uint32_t i = (uint32_t)(v >> 12) & (CG_NP_SLOTS - 1), cur;
+
+    if (v >> 56 != CG_NP_ID_TAG || slots == NULL || i == 0)
+        return NULL;
+    cur = atomic_load_explicit(&slots[i].gen, memory_order_acquire);
+    if (!(cur & 1) || (cur & CG_NP_GEN_MASK) !=
+                          ((uint32_t)(v >> 28) & CG_NP_GEN_MASK))
+        return NULL;
+    return &slots[i];
+}
+
+/* The object behind id when it is live and of kind; NULL otherwise. */
+static inline void *cg__np_lookup(const void *id, cg__np_kind_t kind)
+{
+    uint64_t v = (uint64_t)(uintptr_t)id;
+    cg__np_slot_t *s;
+
+    if (((v >> 52) & 0xf) != (uint64_t)kind || (v & 0xfffu) != 0 ||
+        (s = cg__np_id_live(v)) == NULL ||
+        atomic_load_explicit(&s->kind, memory_order_relaxed) != (int)kind)
+        return NULL;
+    return atomic_load_explicit(&s->obj, memory_order_relaxed);
+}
+
+/* The id of request idx (generation gen) of the comm whose id is comm_id:
+ * the comm's slot and generation, kind REQ. */
+static inline void *cg__np_req_id(const void *comm_id, int idx, unsigned gen)
+{
+    uint64_t v = (uint64_t)(uintptr_t)comm_id;
+
+    v = (v & ~(0xfull << 52)) | (uint64_t)CG_NP_REQ << 52;
+    return (void *)(uintptr_t)(v | (uint64_t)idx << 7 | (gen & 0x7fu));
+}
+
+/* The comm and request index behind a request id, and the request's state
+ * (BUSY or DONE); NULL if the id is stale or not a request's. */
+static inline cg__np_comm_t *cg__np_req_lookup(const void *id, int *idx_p,
+                                             int *state_p)
+{
+    uint64_t v = (uint64_t)(uintptr_t)id;
+    cg__np_comm_t *comm;
+    cg__np_slot_t *s;
+    cg__np_req_t *r;
+    int kind, idx;
+
+    if (((v >> 52) & 0xf) != CG_NP_REQ || (s = cg__np_id_live(v)) == NULL)
+        return NULL;
+    kind = atomic_load_explicit(&s->kind, memory_order_relaxed);
+    if (kind != CG_NP_SEND && kind != CG_NP_RECV)
+        return NULL;
+    comm = atomic_load_explicit(&s->obj, memory_order_relaxed);
+    idx = (int)(v >> 7) & 0x1f; /* < NCCL_NET_MAX_REQUESTS */
+    r = &comm->reqs[idx];
+    *state_p = atomic_load_explicit(&r->state, memory_order_acquire);
+    if (*state_p == CG_NP_RQ_FREE ||
+        atomic_load_explicit(&r->gen, memory_order_relaxed) != (v & 0x7fu))
+        return NULL;
+    *idx_p = idx;
+    return comm;
+}
 
 /* np_lane.c */
 cg_status_t cg__np_lane_create(int dev, cg_transport_kind_t kind,

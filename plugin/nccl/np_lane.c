@@ -4,14 +4,42 @@
  * one; a listener owns one that the recv comms it accepts share, counted,
  * so closing the listener leaves them working. The lane's cookie is the
  * listener's (fresh per listen) or, for a connector, the one the handle
- * carried: the transport's handshake then checks it on both ends.
+ * carried: the transport's handshake then checks it on both ends. Also
+ * the lane lock's wait (np_impl.h has its fast path).
  * Layer: plugin/nccl; calls transport/ and core/base.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/base/error.h"
 #include "plugin/nccl/np_impl.h"
+
+/* While the lock looks held: spin (reads only) CG_NP_LOCK_SPINS rounds,
+ * then yield the CPU, then, past CG_NP_LOCK_YIELDS rounds (a comm's close
+ * flushing its endpoint), nap CG_NP_LOCK_NAP_NS at a time; take it when
+ * it looks free. */
+#define CG_NP_LOCK_SPINS 128u
+#define CG_NP_LOCK_YIELDS 1024u
+#define CG_NP_LOCK_NAP_NS 20000
+
+void cg__np_lock_wait(cg__np_lock_t *l)
+{
+    const struct timespec nap = {0, CG_NP_LOCK_NAP_NS};
+    unsigned rounds = 0;
+
+    do {
+        while (atomic_load_explicit(&l->held, memory_order_relaxed) != 0) {
+            if (rounds < CG_NP_LOCK_YIELDS)
+                rounds++;
+            if (rounds >= CG_NP_LOCK_YIELDS)
+                nanosleep(&nap, NULL);
+            else if (rounds >= CG_NP_LOCK_SPINS)
+                sched_yield();
+        }
+    } while (atomic_exchange_explicit(&l->held, 1, memory_order_acquire) != 0);
+}
 
 cg_status_t cg__np_lane_create(int dev, cg_transport_kind_t kind,
                               uint64_t cookie, cg__np_lane_t **lane_p)
@@ -24,7 +52,7 @@ cg_status_t cg__np_lane_create(int dev, cg_transport_kind_t kind,
     lane = cg_mem_alloc(&cg__np.mem, CG_MEM_CAT_CONTROL, sizeof(*lane));
     if (lane == NULL)
         return cg_error_set(CG_ERR_NO_MEMORY, "no memory for a lane");
-    pthread_mutex_init(&lane->lock, NULL);
+    atomic_init(&lane->lock.held, 0);
     atomic_init(&lane->refs, 1);
     /* '=' : this device's interface exactly. */
     snprintf(ifname, sizeof(ifname), "=%s", cg__np.devs[dev].ifname);
@@ -39,7 +67,6 @@ cg_status_t cg__np_lane_create(int dev, cg_transport_kind_t kind,
     p.ucx_shm_zcopy = cg__np.cfg.ucx_shm_zcopy;
     st = cg_transport_create(&p, &lane->tp);
     if (st != CG_OK) {
-        pthread_mutex_destroy(&lane->lock);
         cg_mem_free(&cg__np.mem, CG_MEM_CAT_CONTROL, lane, sizeof(*lane));
         return st;
     }
@@ -57,6 +84,5 @@ void cg__np_lane_unref(cg__np_lane_t *lane)
     if (lane == NULL || atomic_fetch_sub(&lane->refs, 1) != 1)
         return;
     cg_transport_destroy(lane->tp);
-    pthread_mutex_destroy(&lane->lock);
     cg_mem_free(&cg__np.mem, CG_MEM_CAT_CONTROL, lane, sizeof(*lane));
 }

@@ -5,15 +5,12 @@
  * closed comm, a foreign pointer or a garbage mhandle is refused with
  * ncclInvalidArgument instead of being dereferenced. Request ids name
  * their comm's slot and generation plus the request's index and its own
- * generation. Allocation and release under the state lock; lookups are
- * lock-free. Layer: plugin/nccl.
+ * generation. Allocation and release under the state lock; the lock-free
+ * lookups are inline in np_impl.h. Layer: plugin/nccl.
  */
 #include <stdint.h>
 
 #include "plugin/nccl/np_impl.h"
-
-#define CG_NP_ID_TAG 0xc6ull
-#define CG_NP_GEN_MASK 0xffffffu
 
 static void *cg__np_id(cg__np_kind_t kind, uint32_t gen, uint32_t slot,
                        uint32_t extra)
@@ -82,60 +79,9 @@ void cg__np_slot_release(void *id)
     pthread_mutex_unlock(&cg__np.lock);
 }
 
-static void *cg__np_slot_get(uint32_t i, uint32_t gen, cg__np_kind_t kind)
-{
-    cg__np_slot_t *s = &cg__np.slots[i];
-    uint32_t cur = atomic_load_explicit(&s->gen, memory_order_acquire);
-
-    if (!(cur & 1) || (cur & CG_NP_GEN_MASK) != gen ||
-        atomic_load(&s->kind) != (int)kind)
-        return NULL;
-    return atomic_load(&s->obj);
-}
-
-void *cg__np_lookup(const void *id, cg__np_kind_t kind)
-{
-    cg__np_kind_t k;
-    uint32_t gen, i, extra;
-
-    if (!cg__np_id_parse(id, &k, &gen, &i, &extra) || k != kind ||
-        extra != 0)
-        return NULL;
-    return cg__np_slot_get(i, gen, kind);
-}
-
 uint32_t cg__np_id_slot(const void *id)
 {
     return (uint32_t)((uint64_t)(uintptr_t)id >> 12) & (CG_NP_SLOTS - 1);
-}
-
-void *cg__np_req_id(const cg__np_comm_t *comm, int idx)
-{
-    uint32_t gen = atomic_load(&cg__np.slots[comm->slot].gen);
-
-    return cg__np_id(CG_NP_REQ, gen, comm->slot,
-                     (uint32_t)idx << 7 | (comm->reqs[idx].gen & 0x7fu));
-}
-
-cg__np_comm_t *cg__np_req_lookup(const void *id, int *idx_p)
-{
-    cg__np_kind_t k;
-    uint32_t gen, i, extra;
-    cg__np_comm_t *comm;
-
-    if (!cg__np_id_parse(id, &k, &gen, &i, &extra) || k != CG_NP_REQ)
-        return NULL;
-    comm = cg__np_slot_get(i, gen, CG_NP_SEND);
-    if (comm == NULL)
-        comm = cg__np_slot_get(i, gen, CG_NP_RECV);
-    if (comm == NULL)
-        return NULL;
-    int idx = (int)(extra >> 7);
-    if (idx >= NCCL_NET_MAX_REQUESTS || !comm->reqs[idx].used ||
-        (comm->reqs[idx].gen & 0x7fu) != (extra & 0x7fu))
-        return NULL;
-    *idx_p = idx;
-    return comm;
 }
 
 void cg__np_table_sweep(void)

@@ -3,10 +3,15 @@
  * Point-to-point through the NCCL net plugin's API as NCCL's proxy calls
  * it (isend/irecv/test polling, 8 requests in flight) or through the
  * transport directly, same pattern, two processes on this host:
- *   net_plugin_perf plugin LIB | transport | transport1   [min max]
+ *   net_plugin_perf plugin LIB | transport | transport1 [min max [iters [lat]]]
  * prints "size MiB/s" lines (4 KiB..64 MiB by 4x, 8 in flight) and a
  * "lat8 usec" line (8-byte ping-pong, one-way). tests/perf/net_plugin.sh
- * runs them and ucx_perftest and prints the ratios.
+ * runs them and ucx_perftest and prints the ratios. iters fixes the
+ * windows of 8 per size (else 512 MiB a size, 4..2000 windows), lat the
+ * latency round trips (else 5000; 0: no latency line), so that one size
+ * can be counted alone (valgrind --tool=callgrind, perf stat). As NCCL
+ * does, the plugin gets its buffer registered (regMr) and each isend and
+ * irecv that registration's handle.
  * NCCL's comms go one way each, so a plugin moves a ping-pong over two
  * connections; "transport" does the same (a connection per direction,
  * each on its own transport instance, as the plugin's lanes), so the
@@ -50,14 +55,15 @@ static void xfer(int fd, void *b, size_t n, int out)
     }
 }
 
-/* A plugin comm sends or receives, never both: one per direction. The
- * transport's connections are two-way: the same one both ways. */
-typedef struct { void *tx, *rx; } link_t;
+/* A plugin comm sends or receives, never both: one per direction, each
+ * with its registration of the buffer. The transport's connections are
+ * two-way: the same one both ways; no registrations. */
+typedef struct { void *tx, *rx, *mtx, *mrx; } link_t;
 
 static link_t setup(int fd, int listener, const char *lib)
 {
     unsigned char h[H], peer[H];
-    link_t k = {NULL, NULL};
+    link_t k = {NULL, NULL, NULL, NULL};
     if (g_plugin) {
         void *l;
         if (np_drv_open(&g_d, lib, 11) || np_init(&g_d)) exit(4);
@@ -119,12 +125,13 @@ static link_t setup(int fd, int listener, const char *lib)
     return k;
 }
 
-static void *post(void *c, int send, void *buf, size_t n, int tag)
+static void *post(link_t *k, int send, void *buf, size_t n, int tag)
 {
-    void *r = NULL;
+    void *r = NULL, *c = send ? k->tx : k->rx;
     if (g_plugin) {
-        ncclResult_t e = send ? np_isend(&g_d, c, buf, n, tag, NULL, &r)
-                              : np_irecv(&g_d, c, 1, &buf, &n, &tag, NULL, &r);
+        void *mh = send ? k->mtx : k->mrx;
+        ncclResult_t e = send ? np_isend(&g_d, c, buf, n, tag, mh, &r)
+                              : np_irecv(&g_d, c, 1, &buf, &n, &tag, &mh, &r);
         if (e != ncclSuccess || r == NULL) {
             fprintf(stderr, "%s: %d\n", send ? "isend" : "irecv", (int)e);
             exit(5);
@@ -153,37 +160,36 @@ static int poll_req(void *r)
     return st == CG_OK;
 }
 
-static void run(link_t k, int send, char *buf, size_t min, size_t max)
+static void run(link_t k, int send, char *buf, size_t min, size_t max,
+                int fixed, int lat_iters)
 {
     for (size_t n = min; n <= max; n *= 4) {
         size_t total = 512u << 20;
         int iters = (int)(total / n / WIN);
         if (iters < 4) iters = 4;
         if (iters > 2000) iters = 2000;
+        if (fixed >= 0) iters = fixed;
         uint64_t t0 = cg_now_ns();
         for (int it = 0; it < iters; it++) {
             void *r[WIN];
             for (int i = 0; i < WIN; i++)
-                r[i] = post(send ? k.tx : k.rx, send, buf + (size_t)i * n, n,
-                            1);
+                r[i] = post(&k, send, buf + (size_t)i * n, n, 1);
             for (int i = 0; i < WIN; i++)
                 while (!poll_req(r[i])) {}
         }
         /* the receiver answers once: the sender's clock then covers all */
-        char ack = 0;
-        void *ar = post(send ? k.rx : k.tx, !send, &ack, 1, 2);
+        void *ar = post(&k, !send, buf, 1, 2);
         while (!poll_req(ar)) {}
         double s = (double)(cg_now_ns() - t0) / 1e9;
         if (send)
             printf("%zu %.1f\n", n, (double)n * WIN * iters / s / 1048576.0);
     }
-    int lat_iters = 5000;
-    char b8[8] = {0};
+    if (lat_iters == 0) return;
     uint64_t t0 = cg_now_ns();
     for (int i = 0; i < lat_iters; i++) {
         for (int j = 0; j < 2; j++) {
             int tx = (j == 0) == send;
-            void *r = post(tx ? k.tx : k.rx, tx, b8, 8, 3);
+            void *r = post(&k, tx, buf, 8, 3);
             while (!poll_req(r)) {}
         }
     }
@@ -191,9 +197,18 @@ static void run(link_t k, int send, char *buf, size_t min, size_t max)
         printf("lat8 %.2f\n", (double)(cg_now_ns() - t0) / 1e3 / lat_iters / 2);
 }
 
+static void reg(link_t *k, char *buf, size_t n)
+{
+    if (g_plugin && (np_reg(&g_d, k->tx, buf, n, &k->mtx) != ncclSuccess ||
+                     np_reg(&g_d, k->rx, buf, n, &k->mrx) != ncclSuccess))
+        exit(4);
+}
+
 static void teardown(link_t k)
 {
     if (g_plugin) {
+        np_dereg(&g_d, k.tx, k.mtx);
+        np_dereg(&g_d, k.rx, k.mrx);
         np_close_send(&g_d, k.tx);
         np_close_recv(&g_d, k.rx);
         np_finalize(&g_d);
@@ -214,19 +229,23 @@ int main(int argc, char **argv)
     int a = g_plugin ? 3 : 2;
     size_t min = argc > a ? strtoull(argv[a], NULL, 0) : 4096;
     size_t max = argc > a + 1 ? strtoull(argv[a + 1], NULL, 0) : 64u << 20;
+    int fixed = argc > a + 2 ? atoi(argv[a + 2]) : -1;
+    int lat = argc > a + 3 ? atoi(argv[a + 3]) : 5000;
     char *buf = malloc(max * WIN);
     memset(buf, 1, max * WIN);
     socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
     pid_t pid = fork();
     if (pid == 0) {
         link_t k = setup(sv[1], 0, lib);
-        run(k, 1, buf, min, max);
+        reg(&k, buf, max * WIN);
+        run(k, 1, buf, min, max, fixed, lat);
         fflush(stdout);
         char x; xfer(sv[1], &x, 1, 1);
         _exit(0);
     }
     link_t k = setup(sv[0], 1, lib);
-    run(k, 0, buf, min, max);
+    reg(&k, buf, max * WIN);
+    run(k, 0, buf, min, max, fixed, lat);
     char x; xfer(sv[0], &x, 1, 0);
     int st; waitpid(pid, &st, 0);
     teardown(k);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/base/clock.h"
 #include "tp_test_util.h"
 
 #define NTAGS 3
@@ -141,6 +142,50 @@ Test(tcp, message_larger_than_receive_is_truncated_and_stream_recovers,
     cr_assert_eq(cg_tp_irecv(p.conn, buf, sizeof(buf), 9, &r[2]), CG_OK);
     cr_assert_eq(cg_tp_wait(r[2], &size), CG_ERR_TRUNCATED, "%s",
                  cg_last_error());
+    cr_assert_eq(tp_pair_finish(&p), 0);
+    cr_assert_eq(tp_mem_live(&p.mem), 0, "leaked %zu", tp_mem_live(&p.mem));
+}
+
+/* Child: 8 bytes with tag 1 once the parent's 1-byte "go" (tag 2) came. */
+static int child_after_go(void *arg)
+{
+    tp_peer_t c;
+    cg_tp_req_t *r;
+    char go, data[8];
+
+    TP_CHECK(tp_peer_open(&c, arg) == 0, "open");
+    TP_CHECK(cg_tp_irecv(c.conn, &go, 1, 2, &r) == CG_OK, "irecv");
+    TP_CHECK(tp_wait_expect(r, CG_OK, 1) == 0, "go");
+    tp_fill(data, sizeof(data), 3);
+    TP_CHECK(cg_tp_isend(c.conn, data, sizeof(data), 1, &r) == CG_OK, "isend");
+    TP_CHECK(tp_wait_expect(r, CG_OK, sizeof(data)) == 0, "send");
+    return tp_peer_close(&c);
+}
+
+/* cg_tp_done only looks: a receive whose message has had time to arrive
+ * stays not done while nothing drives the transport; progress makes it
+ * done, and its test then ends it with the size. */
+Test(tcp, done_looks_without_progress, .timeout = 30)
+{
+    tp_pair_t p;
+    cg_tp_req_t *r, *s;
+    char buf[8], go = 'g';
+    size_t size = 0;
+
+    cr_assert_eq(tp_pair_start(&p, 1, 0, child_after_go, NULL), CG_OK);
+    cr_assert_eq(cg_tp_irecv(p.conn, buf, sizeof(buf), 1, &r), CG_OK);
+    cr_assert_eq(cg_tp_done(r), 0, "done before anything was sent");
+    cr_assert_eq(cg_tp_isend(p.conn, &go, 1, 2, &s), CG_OK);
+    usleep((useconds_t)(tp_scaled_ns(200) / 1000)); /* no progress */
+    cr_assert_eq(cg_tp_done(r), 0, "done without progress");
+    uint64_t end = cg_now_ns() + tp_scaled_ns(10000);
+    while (!cg_tp_done(r) && cg_now_ns() < end)
+        cg_tp_progress(p.tp);
+    cr_assert_eq(cg_tp_done(r), 1, "not done after progress");
+    cr_assert_eq(cg_tp_test(r, &size), CG_OK, "%s", cg_last_error());
+    cr_assert_eq(size, sizeof(buf), "size %zu", size);
+    cr_assert_eq(tp_check(buf, size, 3), (size_t)-1);
+    cr_assert_eq(cg_tp_wait(s, NULL), CG_OK);
     cr_assert_eq(tp_pair_finish(&p), 0);
     cr_assert_eq(tp_mem_live(&p.mem), 0, "leaked %zu", tp_mem_live(&p.mem));
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/clock.h"
 #include "tests/transport/test_ucx_util.h"
 
 static void tu_use_tcp(void)
@@ -423,6 +424,44 @@ UCX_SCENARIO(close_cancels_pending, 30)
                  (long long)p.mem.live[CG_MEM_CAT_CONTROL]);
     int rc = tu_wait_child(child, 20);
     cr_assert_eq(rc, 0, "child exit status %d", rc);
+}
+
+/* cg_tp_done only looks: a receive whose message has had time to arrive
+ * stays not done while nothing drives the transport; progress makes it
+ * done, and its test then ends it with the size. A first round trip
+ * wires the endpoints up, so that "go" leaves inside its isend. */
+UCX_SCENARIO(done_looks_without_progress, 30)
+{
+    tu_pair_t p;
+    cg_tp_req_t *r, *s;
+    char b[8] = {0}, go = 'g';
+    size_t sz = 0;
+
+    open_pair(&p);
+    if (p.is_child) {
+        TU_CHECK(barrier(p.conn) == CG_OK, "barrier");
+        TU_CHECK(cg_tp_irecv(p.conn, &go, 1, 2, &r) == CG_OK, "irecv");
+        TU_CHECK(cg_tp_wait(r, NULL) == CG_OK, "go");
+        tu_fill(b, sizeof(b), 3);
+        TU_CHECK(cg_tp_isend(p.conn, b, sizeof(b), 1, &s) == CG_OK, "isend");
+        TU_CHECK(cg_tp_wait(s, NULL) == CG_OK, "send");
+        finish_child(&p);
+    }
+    cr_assert_eq(barrier(p.conn), CG_OK, "barrier: %s", cg_last_error());
+    cr_assert_eq(cg_tp_irecv(p.conn, b, sizeof(b), 1, &r), CG_OK);
+    cr_assert_eq(cg_tp_done(r), 0, "done before anything was sent");
+    cr_assert_eq(cg_tp_isend(p.conn, &go, 1, 2, &s), CG_OK);
+    usleep((useconds_t)(200000 * tu_scale())); /* no progress meanwhile */
+    cr_assert_eq(cg_tp_done(r), 0, "done without progress");
+    uint64_t end = cg_now_ns() + tu_timeout_ns(10);
+    while (!cg_tp_done(r) && cg_now_ns() < end)
+        cg_tp_progress(p.tp);
+    cr_assert_eq(cg_tp_done(r), 1, "not done after progress");
+    cr_assert_eq(cg_tp_test(r, &sz), CG_OK, "%s", cg_last_error());
+    cr_assert_eq(sz, sizeof(b), "size %zu", sz);
+    cr_assert_eq(tu_check(b, sizeof(b), 3), -1, "data");
+    cr_assert_eq(cg_tp_wait(s, NULL), CG_OK);
+    finish_parent(&p);
 }
 
 /* One message of 4 GiB + 1 byte (sizes past 32 bits); shared memory only,

@@ -7,8 +7,10 @@
  * properties, connect/accept polled from one thread, registrations (256
  * MiB too), grouped receives in reverse tag order, short and 0-byte
  * messages, 32 in flight, several comms connecting at once, a second
- * thread registering and listening while data moves, close with nothing
- * sent, bad use, a stranger's connect refused; then in one process
+ * thread registering, listening and accepting on the listener whose lane
+ * the data's comm shares while data moves, a receive posted after its
+ * too long message arrived, close with nothing sent, bad use (a request
+ * tested again), a stranger's connect refused; then in one process
  * init/finalize and dlopen/dlclose cycles. Exit 0 when every check held.
  */
 #include <pthread.h>
@@ -85,19 +87,26 @@ static void *do_connect(np_drv_t *d, void *h)
 
 /* ---- the receiver (parent) and the sender (child) ---- */
 
-struct bg { np_drv_t *d; void *comm; atomic_int stop; int iters; int bad; };
+struct bg {
+    np_drv_t *d;
+    void *comm, *listen; /* listen: the one comm was accepted from */
+    atomic_int stop;
+    int iters, bad;
+};
 
-/* A second thread, like NCCL's proxy service thread: registers and
- * listens while the first one moves data. */
+/* A second thread, like NCCL's proxy service thread: registers, listens
+ * and polls accept on the listener whose lane (transport and lock) the
+ * comm shares, while the first one moves data on that comm. */
 static void *bg_thread(void *arg)
 {
     struct bg *b = arg;
     char *buf = malloc(1 << 20);
     while (!atomic_load(&b->stop)) {
-        void *mh = NULL, *l = NULL;
+        void *mh = NULL, *l = NULL, *rc = NULL;
         unsigned char h[H];
         ncclNetProperties_v11_t p;
-        if (np_reg(b->d, b->comm, buf, 1 << 20, &mh) != ncclSuccess ||
+        if (np_accept(b->d, b->listen, &rc) != ncclSuccess || rc != NULL ||
+            np_reg(b->d, b->comm, buf, 1 << 20, &mh) != ncclSuccess ||
             np_dereg(b->d, b->comm, mh) != ncclSuccess ||
             np_props(b->d, 0, &p) != ncclSuccess ||
             np_listen(b->d, 0, h, &l) != ncclSuccess ||
@@ -122,7 +131,6 @@ static void receiver(np_drv_t *d, int fd)
     xfer(fd, h, H, 1);
     rc = do_accept(d, l);
     CHECK(rc != NULL);
-    OK(np_close_listen(d, l)); /* the recv comm keeps working */
     OK(np_reg(d, rc, buf, big, &mh));
 
     /* Grouped receives 1..8; the sender sends in reverse tag order, each
@@ -173,10 +181,14 @@ static void receiver(np_drv_t *d, int fd)
             CHECK(got == 4096);
             CHECK((unsigned char)buf[(size_t)i * 4096] == (unsigned char)i);
         }
+        int done = 1;
+        CHECK(np_test(d, reqs[0], &done, NULL) == ncclInvalidArgument);
+        CHECK(np_test(d, reqs[31], &done, NULL) == ncclInvalidArgument);
+        CHECK(done == 0); /* a request is tested done once */
     }
-    /* A second thread registers and listens while data moves. */
+    /* A second thread registers, listens and accepts while data moves. */
     {
-        struct bg b = {d, rc, 0, 0, 0};
+        struct bg b = {d, rc, l, 0, 0, 0};
         pthread_t th;
         pthread_create(&th, NULL, bg_thread, &b);
         for (int i = 0; i < 200; i++) {
@@ -192,6 +204,7 @@ static void receiver(np_drv_t *d, int fd)
         CHECK(b.bad == 0);
         CHECK(b.iters > 0);
     }
+    OK(np_close_listen(d, l)); /* the recv comm keeps working */
     /* A message larger than its receive fails the receive. */
     {
         void *p = buf, *req = NULL;
@@ -200,6 +213,22 @@ static void receiver(np_drv_t *d, int fd)
         OK(np_irecv(d, rc, 1, &p, &s, &t, &mh, &req));
         ncclResult_t r = wait_req(d, req, &got);
         CHECK(r == ncclInvalidUsage);
+    }
+    /* The same when the message is already there as the receive is
+     * posted (the progress for tag 14 takes tag 15 in too). */
+    {
+        void *p = buf, *req = NULL;
+        size_t s = 64;
+        int t = 14, got = -1;
+        usleep(50000);
+        OK(np_irecv(d, rc, 1, &p, &s, &t, &mh, &req));
+        OK(wait_req(d, req, &got));
+        CHECK(got == 64);
+        s = 100;
+        t = 15;
+        OK(np_irecv(d, rc, 1, &p, &s, &t, &mh, &req));
+        CHECK(wait_req(d, req, &got) == ncclInvalidUsage);
+        CHECK(np_test(d, req, &got, NULL) == ncclInvalidArgument);
     }
     /* Bad use. */
     {
@@ -332,6 +361,10 @@ static void sender(np_drv_t *d, int fd)
         void *req = NULL;
         OK(np_isend(d, sc, buf, 200, 11, mh, &req)); /* 2x the receive */
         wait_req(d, req, NULL); /* the sender may see success */
+        OK(np_isend(d, sc, buf, 64, 14, mh, &req));
+        OK(wait_req(d, req, NULL));
+        OK(np_isend(d, sc, buf, 200, 15, mh, &req)); /* 2x the receive */
+        wait_req(d, req, NULL);
         CHECK(np_isend(d, sc, buf, (2ull << 30), 12, mh, &req) ==
               ncclInvalidArgument); /* past maxP2pBytes */
     }
