@@ -10,8 +10,10 @@
 #           and NCCL's INFO lines naming the network it chose
 #   tuner   the same through the plugin's sockets, NCCL_TUNER_PLUGIN=
 #           collguard or none, with all memory free and with a ballast
-#           leaving MULTIGPU_LEAVE (default "1G 384M") free: NCCL's device
-#           memory and busbw
+#           leaving MULTIGPU_LEAVE (default 1536M) free (WARN, and CRITICAL
+#           by a raised threshold), beside NCCL's own NCCL_ALGO, NCCL_PROTO
+#           and NCCL_MAX_NCHANNELS as references: NCCL's device memory, the
+#           algorithms it connected, busbw
 #   shim    the Horovod shim on every GPU: training equivalence
 #           (collguard.torch, CUDA tensors) through NCCL and COLLGUARD with
 #           a rank per GPU, the CUDA context check (rank i touches only
@@ -134,30 +136,48 @@ if [[ $runs == *" net "* ]]; then
     [ $ok = 1 ] || failed=$((failed + 1))
 fi
 
+# The tuner's cases: label, free before NCCL (all or a size), tuner,
+# further VAR=VALUE (a CRITICAL threshold above the free size; NCCL's own
+# knobs as references for what each restriction can save).
+tuner_cases=(
+    "all free|all|none"
+    "all free|all|collguard"
+    "WARN|${MULTIGPU_LEAVE:-1536M}|none"
+    "WARN|${MULTIGPU_LEAVE:-1536M}|collguard"
+    "CRITICAL|${MULTIGPU_LEAVE:-1536M}|collguard|CG_PRESSURE_CRITICAL=2G|CG_PRESSURE_WARN=3G"
+    "ref NCCL_ALGO=Ring|all|none|NCCL_ALGO=Ring"
+    "ref NCCL_PROTO=Simple|all|none|NCCL_PROTO=Simple"
+    "ref NCCL_ALGO=Ring NCCL_PROTO=Simple|all|none|NCCL_ALGO=Ring|NCCL_PROTO=Simple"
+    "ref NCCL_MAX_NCHANNELS=2|all|none|NCCL_MAX_NCHANNELS=2"
+)
 if [[ $runs == *" tuner "* ]]; then
     echo "== tuner: NCCL through the plugin's sockets, tuner on and off, with and without a ballast"
     ok=1
     {
-        echo "| free before NCCL | tuner | NCCL memory: creation / after every size (MiB) | busbw GB/s 1M | 16M | 256M | 1G |"
-        echo "|---|---|---|---|---|---|---|"
+        echo "| case | free before NCCL | tuner | NCCL memory MiB: creation / after every size | algorithms connected | busbw GB/s 4K | 1M | 16M | 256M | 1G |"
+        echo "|---|---|---|---|---|---|---|---|---|---|"
     } >"$out/tuner.md"
-    for leave in all ${MULTIGPU_LEAVE:-1G 384M}; do
-        for tuner in none collguard; do
-            tag=tuner-$leave-$tuner
-            fa=(); [ "$leave" = all ] || fa=(-F "$leave")
-            if perf_run "$tag" net -b 1M -e "$max" -f 4 "${fa[@]}" -- \
-                "${net_env[@]}" "${plug[@]}" CG_TRANSPORT=socket \
-                NCCL_TUNER_PLUGIN=$tuner NCCL_DEBUG_SUBSYS=INIT,NET,TUNING; then
-                bw=$(rows "$tag" | awk '{b[$1]=$2} END {printf "%.3f | %.3f | %.3f | %.3f", b[1048576], b[16777216], b[268435456], b[1073741824]}')
-                echo "| $leave | $tuner | $(mem "$tag") | $bw |" >>"$out/tuner.md"
-            else
-                echo "| $leave | $tuner | failed: $(grep -hm1 -iE 'error|out of memory|failed' "$out/logs/$tag".*.txt | head -1 | cut -c1-120) | - | - | - | - |" >>"$out/tuner.md"
-                # An out-of-memory without the tuner is the finding, not a failure.
-                [ $tuner = none ] || ok=0
-            fi
-        done
+    i=0
+    for c in "${tuner_cases[@]}"; do
+        IFS='|' read -r -a f <<<"$c"
+        label=${f[0]} leave=${f[1]} tuner=${f[2]}
+        extra=("${f[@]:3}")
+        i=$((i + 1)); tag=tuner-$i
+        fa=(); [ "$leave" = all ] || fa=(-F "$leave")
+        if perf_run "$tag" net -b 64 -e "$max" -f 4 "${fa[@]}" -- \
+            "${net_env[@]}" "${plug[@]}" CG_TRANSPORT=socket \
+            NCCL_TUNER_PLUGIN=$tuner NCCL_DEBUG_SUBSYS=INIT,NET,TUNING \
+            "${extra[@]}"; then
+            bw=$(rows "$tag" | awk '{b[$1]=$2} END {printf "%.3f | %.3f | %.3f | %.3f | %.3f", b[4096], b[1048576], b[16777216], b[268435456], b[1073741824]}')
+            algos=$(grep -hoE 'Connected all [a-zA-Z]+' "$out/logs/$tag.0.txt" | awk '{print $3}' | sort -u | tr '\n' ' ')
+            echo "| $label | $leave | $tuner | $(mem "$tag") | ${algos:-?} | $bw |" >>"$out/tuner.md"
+        else
+            echo "| $label | $leave | $tuner | failed: $(grep -hm1 -iE 'error|out of memory|failed' "$out/logs/$tag".*.txt | head -1 | cut -c1-120) | | - | - | - | - | - |" >>"$out/tuner.md"
+            # An out-of-memory without the tuner is a finding, not a failure.
+            [ "$tuner" = none ] || ok=0
+        fi
     done
-    { echo; grep -h 'tuner plugin collguard' "$out/logs/"tuner-*-collguard.0.txt | sed 's/^.*NCCL INFO //' | sort | uniq -c | head -20; } >>"$out/tuner.md"
+    { echo; grep -h 'tuner plugin collguard' "$out/logs/"tuner-*.0.txt | sed 's/^.*NCCL INFO //' | sort | uniq -c | head -20; } >>"$out/tuner.md"
     cat "$out/tuner.md"
     [ $ok = 1 ] || failed=$((failed + 1))
 fi
