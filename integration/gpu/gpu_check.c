@@ -889,6 +889,14 @@ static int env_on(const char *name)
     return v != NULL && cg_parse_bool(v, &on) && on;
 }
 
+/* 1: CG_FAULT_ALLOC fails some of this rank's allocations. */
+static int faults_alloc(void)
+{
+    const char *v = getenv("CG_FAULT_ALLOC");
+
+    return v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+}
+
 /* 1: this rank stages CUDA tensors through host memory (CUDA mode on
  * COLLGUARD or MPI, or CG_GPU_STAGE_EMULATE); 0: it does not; -1: not
  * known here (AUTO picks the backend inside the library). */
@@ -905,7 +913,7 @@ static int stages(const gc_t *g)
 }
 
 /* Every rank's view, in units of 256 bytes (the slots' granularity). */
-enum { C_AGREED, C_SLOT, C_GOV, C_STAGES, C_FAULT, C_N };
+enum { C_AGREED, C_SLOT, C_GOV, C_STAGES, C_FAULT, C_FALLOC, C_N };
 typedef struct {
     int32_t v[C_N][MAX_RANKS];
 } chunks_t;
@@ -924,6 +932,7 @@ static void gather_chunks(gc_t *g, chunks_t *c)
     c->v[C_GOV][g->rank] = (int32_t)(snap.chunk_bytes / 256);
     c->v[C_STAGES][g->rank] = stages(g) == 1;
     c->v[C_FAULT][g->rank] = env_on("CG_FAULT_STAGING");
+    c->v[C_FALLOC][g->rank] = faults_alloc();
     if (agree_max(g, &c->v[0][0], C_N * MAX_RANKS) != 0)
         fatal("rank %d: the core stopped while gathering the staging "
               "chunks", g->rank);
@@ -959,8 +968,13 @@ static void judge_chunks(const gc_t *g, const chunks_t *c, outcome_t *o)
     else if (any && fault < 0 && (agreed == 0 || agreed != least))
         note(o, V_WRONG, "agreed %d x 256 B, want the least slot, %d x "
              "256 B", (int)agreed, (int)least);
+    /* Slots hold the governor's chunk; under CG_FAULT_ALLOC an
+     * allocation may have shrunk them (kept until the chunk moves), never
+     * grown them past it. */
     for (int r = 0; r < g->size && any && fault < 0; r++)
-        if (c->v[C_STAGES][r] && c->v[C_SLOT][r] != c->v[C_GOV][r])
+        if (c->v[C_STAGES][r] &&
+            (c->v[C_SLOT][r] > c->v[C_GOV][r] ||
+             (!c->v[C_FALLOC][r] && c->v[C_SLOT][r] != c->v[C_GOV][r])))
             note(o, V_WRONG, "rank %d's slots hold %d x 256 B, its "
                  "governor's chunk is %d x 256 B", r, (int)c->v[C_SLOT][r],
                  (int)c->v[C_GOV][r]);
@@ -1047,7 +1061,9 @@ static void no_slot_case(gc_t *g, cg_hvd_op_type_t type, int who)
  * alike); 1 when they ran. */
 static int no_slot_cases(gc_t *g)
 {
-    int32_t who = env_on("CG_FAULT_STAGING") ? g->rank + 1 : 0;
+    /* The lowest refused rank is the one the error names: the maximum of
+     * size - rank over the refused ranks. */
+    int32_t who = env_on("CG_FAULT_STAGING") ? g->size - g->rank : 0;
 
     if (agree_max(g, &who, 1) != 0)
         fatal("rank %d: the core stopped before the no-slot check",
@@ -1055,8 +1071,8 @@ static int no_slot_cases(gc_t *g)
     if (who == 0)
         return 0;
     if (g->device >= 0 && stages(g) == 1) {
-        no_slot_case(g, CG_HVD_ALLREDUCE, who - 1);
-        no_slot_case(g, CG_HVD_BROADCAST, who - 1);
+        no_slot_case(g, CG_HVD_ALLREDUCE, g->size - who);
+        no_slot_case(g, CG_HVD_BROADCAST, g->size - who);
     }
     stage_chunk_check(g, "stage-chunk-no-slot");
     return 1;
