@@ -184,15 +184,16 @@ uint32_t cg__np_id_slot(const void *id);
 /* Frees every live object (finalize with objects NCCL left open). */
 void cg__np_table_sweep(void);
 
-/* The slot id names when it is live in id's generation; NULL otherwise.
- * Lock-free: the generation is read first (acquire, slot_alloc stores it
- * last), so kind and object are those of that generation. */
+/* The slot an id of kind names (tag and kind already checked) when it is
+ * live in the id's generation; NULL otherwise. Lock-free: the generation
+ * is read first (acquire, slot_alloc stores it last), so kind and object
+ * are those of that generation. Slot 0 is never live (generation 0). */
 static inline cg__np_slot_t *cg__np_id_live(uint64_t v)
 {
     cg__np_slot_t *slots = cg__np.slots;
     uint32_t i = (uint32_t)(v >> 12) & (CG_NP_SLOTS - 1), cur;
 
-    if (v >> 56 != CG_NP_ID_TAG || slots == NULL || i == 0)
+    if (slots == NULL)
         return NULL;
     cur = atomic_load_explicit(&slots[i].gen, memory_order_acquire);
     if (!(cur & 1) || (cur & CG_NP_GEN_MASK) !=
@@ -207,8 +208,8 @@ static inline void *cg__np_lookup(const void *id, cg__np_kind_t kind)
     uint64_t v = (uint64_t)(uintptr_t)id;
     cg__np_slot_t *s;
 
-    if (((v >> 52) & 0xf) != (uint64_t)kind || (v & 0xfffu) != 0 ||
-        (s = cg__np_id_live(v)) == NULL ||
+    if (v >> 52 != (CG_NP_ID_TAG << 4 | (uint64_t)kind) ||
+        (v & 0xfffu) != 0 || (s = cg__np_id_live(v)) == NULL ||
         atomic_load_explicit(&s->kind, memory_order_relaxed) != (int)kind)
         return NULL;
     return atomic_load_explicit(&s->obj, memory_order_relaxed);
@@ -235,7 +236,8 @@ static inline cg__np_comm_t *cg__np_req_lookup(const void *id, int *idx_p,
     cg__np_req_t *r;
     int kind, idx;
 
-    if (((v >> 52) & 0xf) != CG_NP_REQ || (s = cg__np_id_live(v)) == NULL)
+    if (v >> 52 != (CG_NP_ID_TAG << 4 | CG_NP_REQ) ||
+        (s = cg__np_id_live(v)) == NULL)
         return NULL;
     kind = atomic_load_explicit(&s->kind, memory_order_relaxed);
     if (kind != CG_NP_SEND && kind != CG_NP_RECV)
