@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A step of N small CUDA float32 tensors (default 1000 x 4 KiB) through the
- * Horovod shim on one rank (HOROVOD_GPU_OPERATIONS=NCCL by default), beside
- * NCCL itself in the same process: N ncclAllReduce calls on one stream,
- * and one ncclAllReduce of the fused size. Prints median milliseconds per
+ * Horovod shim (HOROVOD_GPU_OPERATIONS=NCCL by default), beside NCCL itself
+ * in the same processes: N ncclAllReduce calls on one stream, and one
+ * ncclAllReduce of the fused size. One rank, or several under collguard-run
+ * or mpirun (rank i on GPU local rank % GPUs; NCCL's unique id travels by
+ * the shim's broadcast; ranks sharing a GPU need an NCCL_HOSTID each, as
+ * integration/gpu/multigpu.sh gives them). On one rank NCCL's AllReduce
+ * moves nothing, so only several ranks give the N calls a real cost. Prints median milliseconds per
  * step of each, the ratio, the shim's cost beyond NCCL's own fused call
  * per fused op, the batched-copy kernel launches per step, and what one
  * sample of the governor's CUDA probe costs against the step. Every
@@ -61,7 +65,17 @@ int main(int argc, char **argv)
     float **dev = calloc((size_t)n, sizeof(*dev)), *fused, *host;
     double *t = calloc((size_t)(steps + warm), sizeof(*t));
     host = malloc(bytes);
-    CK(cudaSetDevice(0));
+    int gpu = 0;
+    CK(cudaGetDeviceCount(&ndev));
+    for (const char *const *v = (const char *const[]){
+             "CG_RUN_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK",
+             NULL};
+         *v; v++)
+        if (getenv(*v) != NULL) {
+            gpu = atoi(getenv(*v)) % ndev;
+            break;
+        }
+    CK(cudaSetDevice(gpu));
     for (int i = 0; i < n; i++)
         CK(cudaMalloc((void **)&dev[i], bytes));
     CK(cudaMalloc((void **)&fused, total));
@@ -75,6 +89,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "init: %s\n", cg_last_error());
         return 1;
     }
+    int rank = cg_hvd_core_rank(core), size = cg_hvd_core_size(core);
     cg_hvd_req_h *req = calloc((size_t)n, sizeof(*req));
     char name[32];
     uint64_t l0 = 0, c0 = 0, l1, c1;
@@ -97,7 +112,7 @@ int main(int argc, char **argv)
                                    .name = name, .dtype = CG_DTYPE_F32,
                                    .ndim = 1, .shape = {(int64_t)count},
                                    .input = dev[i], .output = dev[i],
-                                   .device = 0};
+                                   .device = gpu};
             if (cg_hvd_enqueue_allreduce(core, &ten, CG_OP_SUM, 1.0, 1.0,
                                          &req[i]) != CG_OK) {
                 fprintf(stderr, "enqueue: %s\n", cg_last_error());
@@ -114,10 +129,10 @@ int main(int argc, char **argv)
         t[s] = now_ms() - t0;
     }
     cg_hvd_gpu_batch_stats(core->gpu, &l1, &c1);
-    for (int i = 0; i < n; i++) { /* one rank: the sum is the input */
+    for (int i = 0; i < n; i++) { /* every rank's input alike */
         CK(cudaMemcpy(host, dev[i], bytes, cudaMemcpyDeviceToHost));
         for (size_t k = 0; k < count; k++)
-            bad += host[k] != (float)(i + k % 7);
+            bad += host[k] != (float)size * (float)(i + k % 7);
     }
     double shim = median(t + warm, steps);
 
@@ -130,10 +145,26 @@ int main(int argc, char **argv)
 
     /* NCCL itself, in the same process and on the same device. */
     ncclComm_t nc;
-    int d0 = 0;
+    ncclUniqueId id;
     cudaStream_t st;
-    CK(ncclCommInitAll(&nc, 1, &d0));
+    cg_hvd_req_h idreq;
+    if (rank == 0)
+        CK(ncclGetUniqueId(&id));
+    cg_hvd_tensor_t idt = {.name = "nccl.id", .dtype = CG_DTYPE_U8,
+                           .ndim = 1, .shape = {(int64_t)sizeof(id)},
+                           .input = &id, .output = &id,
+                           .flags = CG_HVD_IS_LEAF};
+    if (cg_hvd_enqueue_broadcast(core, &idt, 0, &idreq) != CG_OK ||
+        cg_hvd_wait(idreq) != CG_OK) {
+        fprintf(stderr, "broadcast of NCCL's id: %s\n", cg_last_error());
+        return 1;
+    }
+    cg_hvd_release(idreq);
+    CK(ncclCommInitRank(&nc, size, id, rank));
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    /* The ranks start together (NCCL's first call also connects). */
+    CK(ncclAllReduce(fused, fused, 1, ncclFloat, ncclSum, nc, st));
+    CK(cudaStreamSynchronize(st));
     for (int s = 0; s < warm + steps; s++) {
         double t0 = now_ms();
         for (int i = 0; i < n; i++)
@@ -153,9 +184,11 @@ int main(int argc, char **argv)
     double one = median(t + warm, steps);
     ncclCommDestroy(nc);
 
-    printf("# gpu step: 1 rank, %d CUDA f32 tensors x %zu B (%.2f MiB), "
+    if (rank != 0)
+        goto done;
+    printf("# gpu step: %d rank(s), %d CUDA f32 tensors x %zu B (%.2f MiB), "
            "backend %s, batched copies %s, %d steps (+%d warm-up), medians\n",
-           n, bytes, total / 1048576.0, getenv("HOROVOD_GPU_OPERATIONS"),
+           size, n, bytes, total / 1048576.0, getenv("HOROVOD_GPU_OPERATIONS"),
            ctx->cfg.gpu_batch_copies ? "on" : "off", steps, warm);
     printf("shim fused step           %8.3f ms\n", shim);
     printf("%d x ncclAllReduce      %8.3f ms   (shim %.2fx faster)\n", n,
@@ -170,6 +203,9 @@ int main(int argc, char **argv)
            cg_cuda_probe_source(ctx->cuda_probe), probe_us,
            probe_us / (shim * 1e3) * 100);
     printf("# results: %s\n", bad ? "WRONG" : "all elements exact");
+done:
+    if (bad)
+        fprintf(stderr, "rank %d: %d elements wrong\n", rank, bad);
     cg_hvd_core_destroy(core);
     cg_ctx_destroy(ctx);
     return bad ? 1 : 0;
