@@ -126,6 +126,22 @@ static int get_file(const char *dir, const char *name, void *p, size_t len)
     return got == len ? 0 : -1;
 }
 
+/* Every rank at PHASE: each writes DIR/PHASE.RANK, then waits for all. */
+static int barrier(const opts_t *o, const char *phase)
+{
+    char name[64];
+
+    snprintf(name, sizeof(name), "%s.%d", phase, o->rank);
+    if (put_file(o->dir, name, "1", 1) != 0)
+        return -1;
+    for (int r = 0; r < o->nranks; r++) {
+        snprintf(name, sizeof(name), "%s.%d", phase, r);
+        if (wait_file(o->dir, name) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Every rank's send value at element i: small integers, so that the sum
  * over ranks is exact in float32 whatever order NCCL adds in. */
 static float send_value(size_t i, int rank)
@@ -225,7 +241,6 @@ static int run(const opts_t *o)
     cudaEvent_t e0, e1;
     ncclUniqueId id;
     ncclComm_t comm;
-    char name[64];
 
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("no CUDA device: skipped\n");
@@ -250,14 +265,8 @@ static int run(const opts_t *o)
     CU(cudaEventCreate(&e1));
     /* Every rank's buffers are in place; then the ballasts, by the first
      * rank of each GPU; then NCCL. */
-    snprintf(name, sizeof(name), "ready.%d", o->rank);
-    if (put_file(o->dir, name, "1", 1) != 0)
+    if (barrier(o, "ready") != 0)
         return 1;
-    for (int r = 0; r < o->nranks; r++) {
-        snprintf(name, sizeof(name), "ready.%d", r);
-        if (wait_file(o->dir, name) != 0)
-            return 1;
-    }
     if (o->leave > 0 && o->rank < ndev) {
         size_t fr;
         CU(cudaMemGetInfo(&fr, &total));
@@ -266,14 +275,8 @@ static int run(const opts_t *o)
             CU(cudaMalloc(&ballast, held));
         }
     }
-    snprintf(name, sizeof(name), "ballast.%d", o->rank);
-    if (put_file(o->dir, name, "1", 1) != 0)
+    if (barrier(o, "ballast") != 0)
         return 1;
-    for (int r = 0; r < o->nranks; r++) {
-        snprintf(name, sizeof(name), "ballast.%d", r);
-        if (wait_file(o->dir, name) != 0)
-            return 1;
-    }
     CU(cudaMemGetInfo(&f_pre, &total));
     if (o->rank == 0) {
         NC(ncclGetUniqueId(&id));
@@ -287,14 +290,8 @@ static int run(const opts_t *o)
     CU(cudaDeviceSynchronize());
     /* Every rank's communicator made (on a shared GPU the figure is
      * theirs together), before any collective connects a channel. */
-    snprintf(name, sizeof(name), "init.%d", o->rank);
-    if (put_file(o->dir, name, "1", 1) != 0)
+    if (barrier(o, "init") != 0)
         return 1;
-    for (int r = 0; r < o->nranks; r++) {
-        snprintf(name, sizeof(name), "init.%d", r);
-        if (wait_file(o->dir, name) != 0)
-            return 1;
-    }
     CU(cudaMemGetInfo(&f_init, &total));
     NC(ncclAllReduce(send, recv, 1, ncclFloat, ncclSum, comm, s));
     CU(cudaStreamSynchronize(s));
