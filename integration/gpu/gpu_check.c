@@ -53,6 +53,7 @@
 #include "collguard/hvd.h"
 #include "core/base/parse.h"
 #include "core/reduce/half.h"
+#include "integration/gpu/launcher_gpu.h"
 
 #define ARENA ((size_t)24 << 20)   /* bytes of each tensor arena */
 #define BIG ((size_t)9 << 20)      /* bytes of the large tensors */
@@ -1284,16 +1285,7 @@ int main(int argc, char **argv)
             printf("gpu_check: no CUDA device; skipped\n");
             return 77;
         }
-        /* The launcher's local rank picks the GPU (NCCL cannot put two
-         * ranks on one; COLLGUARD and MPI ranks may share it). */
-        for (const char *const *v = (const char *const[]){
-                 "CG_RUN_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                 "LOCAL_RANK", NULL};
-             *v; v++)
-            if (getenv(*v) != NULL) {
-                g.device = atoi(getenv(*v)) % ndev;
-                break;
-            }
+        g.device = launcher_gpu(ndev);
         cuda_or_die(cudaSetDevice(g.device), "cudaSetDevice");
         cuda_or_die(cudaFree(NULL), "CUDA context");
         be = getenv("HOROVOD_GPU_OPERATIONS");

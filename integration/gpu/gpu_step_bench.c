@@ -25,6 +25,7 @@
 
 #include "collguard/hvd.h"
 #include "integration/gpu/bench_stats.h"
+#include "integration/gpu/launcher_gpu.h"
 #include "core/context.h"
 #include "core/backend/hvd_gpu.h"
 #include "core/engine/hvd_core.h"
@@ -65,16 +66,7 @@ int main(int argc, char **argv)
     float **dev = calloc((size_t)n, sizeof(*dev)), *fused, *host;
     double *t = calloc((size_t)(steps + warm), sizeof(*t));
     host = malloc(bytes);
-    int gpu = 0;
-    CK(cudaGetDeviceCount(&ndev));
-    for (const char *const *v = (const char *const[]){
-             "CG_RUN_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK",
-             NULL};
-         *v; v++)
-        if (getenv(*v) != NULL) {
-            gpu = atoi(getenv(*v)) % ndev;
-            break;
-        }
+    int gpu = launcher_gpu(ndev);
     CK(cudaSetDevice(gpu));
     for (int i = 0; i < n; i++)
         CK(cudaMalloc((void **)&dev[i], bytes));

@@ -20,6 +20,7 @@
 
 #include "collguard/hvd.h"
 #include "core/reduce/half.h"
+#include "integration/gpu/launcher_gpu.h"
 
 #define NT 48             /* tensors of the fused cases */
 #define BIG (12u << 20)   /* elements of the large case (48 MiB of f32) */
@@ -276,14 +277,7 @@ int main(int argc, char **argv)
         printf("hvd_gpu_smoke: no CUDA device; skipped\n");
         return 77;
     }
-    /* One GPU per local rank where there are several (NCCL cannot put two
-     * ranks on one GPU); the launcher's local rank. */
-    for (const char *const *v = (const char *const[]){"CG_RUN_LOCAL_RANK",
-             "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", NULL}; *v; v++)
-        if (getenv(*v) != NULL) {
-            s.device = atoi(getenv(*v)) % ndev;
-            break;
-        }
+    s.device = launcher_gpu(ndev);
     if (s.steps < 1 || check_cuda(cudaSetDevice(s.device), "cudaSetDevice") ||
         check_cuda(cudaFree(NULL), "CUDA context"))
         return 2;
