@@ -13,6 +13,13 @@
 # (default 3) are run one after the other; the table gives the median of
 # the pairs' medians and the range of the pairs' ratios, then each pair's
 # latency. ucx_perftest runs once a cell, after the pairs (not paired).
+# Why: the 8-byte UCX shared-memory round trip was found bimodal on the
+# 2-core host (about 0.15 or 0.6 us), a state of the host in time lasting
+# seconds, not of a process pair, so unpaired runs compared states, not
+# code. On 2026-12-02 that was not reproduced (1220 paired rounds, none
+# fast), but in 4 of 14 pairs the plugin's link stayed 0.41-0.58 us beside
+# a transport at 0.31-0.44 for the pair's life: a level per pair, hence
+# several pairs and the range (net_plugin_perf.c has the counts).
 # Usage: tests/perf/net_plugin.sh [build_dir]
 # Environment: CG_TRANSPORT=ucx|socket (default ucx), CG_SOCKET_IFNAME=lo,
 #   UCX_TLS for ucx_perftest (default: UCX's choice), REPEAT=3 (pairs),
@@ -64,7 +71,7 @@ row() {
     END {
       if (n == 0) exit 1
       mp = med(p, n); mt = med(t, n); mr = med(r, n)
-      f = lat ? "%-10s %12.2f %12.2f %8.2f %13s %12s %8s\n" \
+      f = lat ? "%-10s %12.3f %12.3f %8.2f %13s %12s %8s\n" \
               : "%-10s %12.1f %12.1f %8.2f %13s %12s %8s\n"
       printf f, (lat ? "lat 8 B" : k), mp, mt, mr,
         sprintf("%.2f..%.2f", lo, hi), u,

@@ -30,6 +30,19 @@
  * two-way connection: on TCP the reply then carries the ACK of the
  * request, where one-way connections send a pure ACK segment per message
  * or two (nstat: 15020 segments for 10000 8-byte messages, not 10010).
+ * Why paired: earlier runs on the 2-core host found the 8-byte round trip
+ * over UCX's shared memory bimodal (transport 0.14-0.15 or 0.53-0.67 us,
+ * plugin 0.20-0.23 or 0.50-0.58), the state the host's at a time, for
+ * spells of seconds, not a property of a process pair, so runs of plugin
+ * and transport in different pairs at different times could meet
+ * different states (one H200 run read 2.84x). Not reproduced on
+ * 2026-12-02 (2-core VM): of 1220 paired latency rounds (12 pairs of 30,
+ * one of 800 over 55 s, one of 60) none reached 0.14 us; in 1082 both
+ * links were at 0.30-0.42 us, in 5 both above; the other 133 had one link
+ * alone above 0.42 us, 126 of them the plugin's in 4 pairs where it stayed
+ * at 0.41-0.58 us for the pair's life beside a transport at 0.31-0.44: a
+ * level per link and pair, which pairing does not remove (hence several
+ * pairs in tests/perf/net_plugin.sh, and the range across them).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -333,7 +346,7 @@ static void run_single(blink_t *k, int fd, int send, char *buf,
     }
     if (o->lat == 0) return;
     double v = lat_once(k, fd, send, buf, o->lat);
-    if (send) printf("lat8 %.2f\n", v);
+    if (send) printf("lat8 %.3f\n", v);
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -361,7 +374,7 @@ static void print_median(size_t key, const double *m, int rounds, double *tmp)
     for (int i = 0; i < rounds; i++) tmp[i] = m[2 * i] / m[2 * i + 1];
     r = median(tmp, rounds);
     if (key) printf("median %zu %.1f %.1f %.3f\n", key, p, t, r);
-    else printf("median lat8 %.2f %.2f %.3f\n", p, t, r);
+    else printf("median lat8 %.3f %.3f %.3f\n", p, t, r);
 }
 
 /* Plugin (k[0]) and transport (k[1]) in alternating rounds. */
@@ -401,7 +414,7 @@ static void run_paired(blink_t *k, int fd, int send, char *buf,
                 v[l] = lat_once(&k[l], fd, send, buf, o->lat);
             }
             if (send)
-                printf("lat %d %.2f %.2f %.2f %.3f\n", r, at, v[0], v[1],
+                printf("lat %d %.2f %.3f %.3f %.3f\n", r, at, v[0], v[1],
                        v[0] / v[1]);
         }
         if (send) fflush(stdout);
