@@ -8,7 +8,10 @@
  * transport parts that finished inside it (an eager send, a receive of a
  * message already there), without driving the transport; when all did,
  * the request is DONE and its test takes no lock. A test drives the
- * transport once at most, however many receives it groups.
+ * transport once at most, however many receives it groups. A post's
+ * registration handles are checked under the lane lock: the one the comm
+ * accepted last by its slot's generation (one load), others in the
+ * handle table, which makes them the one remembered.
  * Layer: plugin/nccl; calls transport/.
  */
 #include <string.h>
@@ -127,9 +130,44 @@ static ncclResult_t cg__np_req_end(cg__np_req_t *r, int *done, int *sizes)
     return ncclSuccess;
 }
 
-static int cg__np_mr_ok(void *mhandle)
+/* A registration not the one comm last accepted (lane lock held): the
+ * full lookup; when live, it becomes the one remembered. The slot's
+ * generation is read before the lookup, so the value remembered is one
+ * the lookup saw live (a deregMr in between fails the lookup or leaves a
+ * value that no longer matches). */
+__attribute__((noinline)) static int cg__np_mr_accept(cg__np_comm_t *comm,
+                                                    const void *mhandle)
 {
-    return mhandle == NULL || cg__np_lookup(mhandle, CG_NP_MR) != NULL;
+    const _Atomic uint32_t *gen_p;
+    uint32_t gen;
+
+    if (cg__np.slots == NULL)
+        return 0;
+    gen_p = &cg__np.slots[cg__np_id_slot(mhandle)].gen;
+    gen = atomic_load_explicit(gen_p, memory_order_acquire);
+    if (cg__np_lookup(mhandle, CG_NP_MR) == NULL ||
+        (gen & CG_NP_GEN_MASK) !=
+            ((uint32_t)((uint64_t)(uintptr_t)mhandle >> 28) &
+             CG_NP_GEN_MASK))
+        return 0;
+    comm->mr_id = mhandle;
+    comm->mr_gen_p = gen_p;
+    comm->mr_gen = gen;
+    return 1;
+}
+
+/* Whether mhandle may be posted on comm (lane lock held): NULL, or a live
+ * registration. The one comm accepted last costs two compares and the
+ * load of its generation word. */
+static inline int cg__np_mr_ok(cg__np_comm_t *comm, const void *mhandle)
+{
+    if (mhandle == NULL)
+        return 1;
+    if (mhandle == comm->mr_id &&
+        atomic_load_explicit(comm->mr_gen_p, memory_order_acquire) ==
+            comm->mr_gen)
+        return 1;
+    return cg__np_mr_accept(comm, mhandle);
 }
 
 ncclResult_t cg__np_isend(void *send, void *data, size_t size, int tag,
@@ -144,8 +182,7 @@ ncclResult_t cg__np_isend(void *send, void *data, size_t size, int tag,
     if (request == NULL)
         return ncclInvalidArgument;
     *request = NULL;
-    if (comm == NULL || !comm->ready || !cg__np_mr_ok(mhandle) ||
-        (data == NULL && size > 0))
+    if (comm == NULL || !comm->ready || (data == NULL && size > 0))
         return ncclInvalidArgument;
     if (size > CG_NP_MAX_BYTES) {
         cg_warn(&cg__np.log, "net plugin %s: isend of %zu bytes exceeds "
@@ -153,6 +190,10 @@ ncclResult_t cg__np_isend(void *send, void *data, size_t size, int tag,
         return ncclInvalidArgument;
     }
     cg__np_lock(&comm->lane->lock);
+    if (!cg__np_mr_ok(comm, mhandle)) {
+        cg__np_unlock(&comm->lane->lock);
+        return ncclInvalidArgument;
+    }
     idx = cg__np_req_take(comm);
     if (idx < 0) {
         cg__np_unlock(&comm->lane->lock);
@@ -189,11 +230,13 @@ ncclResult_t cg__np_irecv(void *recv, int n, void **data, size_t *sizes,
     if (comm == NULL || n < 1 || n > CG_NP_MAX_RECVS || data == NULL ||
         sizes == NULL || tags == NULL)
         return ncclInvalidArgument;
-    for (i = 0; i < n; i++)
-        if ((mhandles != NULL && !cg__np_mr_ok(mhandles[i])) ||
-            sizes[i] > CG_NP_MAX_BYTES || (data[i] == NULL && sizes[i] > 0))
-            return ncclInvalidArgument;
     cg__np_lock(&comm->lane->lock);
+    for (i = 0; i < n; i++)
+        if (sizes[i] > CG_NP_MAX_BYTES || (data[i] == NULL && sizes[i] > 0) ||
+            (mhandles != NULL && !cg__np_mr_ok(comm, mhandles[i]))) {
+            cg__np_unlock(&comm->lane->lock);
+            return ncclInvalidArgument;
+        }
     idx = cg__np_req_take(comm);
     if (idx < 0) {
         cg__np_unlock(&comm->lane->lock);

@@ -15,7 +15,9 @@
  * the handle table's free list, init/finalize and registration accounting;
  * lookups in the table are lock-free (a generation per slot), inline here.
  * A request whose transport parts all finished when it was posted is
- * DONE: its test takes no lock (np_data.c).
+ * DONE: its test takes no lock (np_data.c). A comm remembers the last
+ * registration its posts accepted and rechecks it by its slot's
+ * generation alone.
  */
 #ifndef CG_PLUGIN_NCCL_NP_IMPL_H
 #define CG_PLUGIN_NCCL_NP_IMPL_H
@@ -119,6 +121,13 @@ typedef struct cg__np_comm {
     cg_tp_conn_t *conn;
     int next_req;          /* where the next take looks first (lane lock) */
     cg__np_req_t reqs[NCCL_NET_MAX_REQUESTS];
+    /* The registration isend/irecv last accepted (lane lock): its id, its
+     * slot's generation word and the value the word had then. While the
+     * word holds that value the registration is live (a deregMr, and so
+     * any reuse of the slot, changes it): one load rechecks it. */
+    const void *mr_id;
+    const _Atomic uint32_t *mr_gen_p;
+    uint32_t mr_gen;
 } cg__np_comm_t;
 
 typedef struct cg__np_listen {

@@ -121,6 +121,8 @@ ncclResult_t cg__np_dereg_mr(void *comm, void *mhandle)
                 "%p", CG_NP_NAME, mhandle);
         return ncclInvalidArgument;
     }
+    /* The release moves the slot's generation on: a comm that remembers
+     * this handle (np_data.c) refuses it from here on. */
     cg__np_slot_release(mhandle);
     cg__np_mr_free(mr);
     return ncclSuccess;

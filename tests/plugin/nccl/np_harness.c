@@ -10,7 +10,8 @@
  * thread registering, listening and accepting on the listener whose lane
  * the data's comm shares while data moves, a receive posted after its
  * too long message arrived, close with nothing sent, bad use (a request
- * tested again), a stranger's connect refused; then in one process
+ * tested again, a deregistered handle posted, also once its slot is
+ * reused), a stranger's connect refused; then in one process
  * init/finalize and dlopen/dlclose cycles. Exit 0 when every check held.
  */
 #include <pthread.h>
@@ -38,6 +39,9 @@ static const char *g_who = "?";
         }                                                                    \
     } while (0)
 #define OK(e) CHECK((e) == ncclSuccess)
+/* The table slot in a handle id (np_impl.h's layout: bits 12..27), to
+ * check that a registration reused a freed one's slot. */
+#define ID_SLOT(id) (((uintptr_t)(id) >> 12) & 0xffffu)
 
 static void xfer(int fd, void *buf, size_t n, int out)
 {
@@ -241,6 +245,46 @@ static void receiver(np_drv_t *d, int fd)
     }
     OK(np_dereg(d, rc, mh));
     CHECK(np_dereg(d, rc, mh) == ncclInvalidArgument);
+    /* A comm remembers the registration it last accepted (mh, just
+     * above): deregistered, it is refused, and still when a new
+     * registration takes its slot; the new one works (tag 999). */
+    {
+        void *p = buf, *req = (void *)1, *mh2 = NULL, *mhs[2];
+        void *ps[2] = {buf, buf + 64};
+        size_t s = 64, ss[2] = {64, 64};
+        int t = 999, ts[2] = {998, 997}, got = -1;
+        CHECK(np_irecv(d, rc, 1, &p, &s, &t, &mh, &req) ==
+              ncclInvalidArgument);
+        CHECK(req == NULL);
+        OK(np_reg(d, rc, buf, 4096, &mh2));
+        CHECK(mh2 != NULL && mh2 != mh);
+        CHECK(ID_SLOT(mh2) == ID_SLOT(mh)); /* the slot was reused */
+        req = (void *)1;
+        CHECK(np_irecv(d, rc, 1, &p, &s, &t, &mh, &req) ==
+              ncclInvalidArgument);
+        CHECK(req == NULL);
+        OK(np_irecv(d, rc, 1, &p, &s, &t, &mh2, &req));
+        CHECK(req != NULL);
+        OK(wait_req(d, req, &got));
+        CHECK(got == 64);
+        for (int k = 0; k < 64; k++)
+            if ((unsigned char)buf[k] != (unsigned char)(999 + k)) {
+                CHECK(!"tag 999 data");
+                break;
+            }
+        /* mh2 now remembered: the stale one refused in a group too. */
+        mhs[0] = mh2;
+        mhs[1] = mh;
+        req = (void *)1;
+        CHECK(np_irecv(d, rc, 2, ps, ss, ts, mhs, &req) ==
+              ncclInvalidArgument);
+        CHECK(req == NULL);
+        OK(np_dereg(d, rc, mh2));
+        req = (void *)1;
+        CHECK(np_irecv(d, rc, 1, &p, &s, &t, &mh2, &req) ==
+              ncclInvalidArgument);
+        CHECK(req == NULL);
+    }
 
     /* Several comms connecting at once, and one stranger. */
     {
@@ -367,8 +411,25 @@ static void sender(np_drv_t *d, int fd)
         wait_req(d, req, NULL);
         CHECK(np_isend(d, sc, buf, (2ull << 30), 12, mh, &req) ==
               ncclInvalidArgument); /* past maxP2pBytes */
+        for (int k = 0; k < 64; k++)
+            buf[k] = (char)(999 + k);
+        OK(np_isend(d, sc, buf, 64, 999, mh, &req)); /* mh remembered */
+        OK(wait_req(d, req, NULL));
     }
     OK(np_dereg(d, sc, mh));
+    /* The remembered registration deregistered, then its slot reused. */
+    {
+        void *req = (void *)1, *mh2 = NULL;
+        CHECK(np_isend(d, sc, buf, 8, 996, mh, &req) == ncclInvalidArgument);
+        CHECK(req == NULL);
+        OK(np_reg(d, sc, buf, 4096, &mh2));
+        CHECK(mh2 != NULL && mh2 != mh);
+        CHECK(ID_SLOT(mh2) == ID_SLOT(mh));
+        req = (void *)1;
+        CHECK(np_isend(d, sc, buf, 8, 996, mh, &req) == ncclInvalidArgument);
+        CHECK(req == NULL);
+        OK(np_dereg(d, sc, mh2));
+    }
     {
         enum { N = 4 };
         unsigned char hs[N][H];
