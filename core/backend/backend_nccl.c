@@ -7,7 +7,10 @@
  * exported; the unique id travels over the core's own communicator.
  * ncclAllReduce / ncclBroadcast on a dedicated stream, polled with a
  * CG_TIMEOUT bound (the communicator is aborted rather than left hanging
- * on a dead peer). Built only with NCCL and CUDA. Background thread only.
+ * on a dead peer); or an allreduce queued on the caller's stream behind
+ * its fusion copies (allreduce_queued), waited for once with the copies
+ * out (stream_wait, the same bound and abort). Built only with NCCL and
+ * CUDA. Background thread only.
  * Layer: core/backend; calls NCCL, the CUDA runtime and core/coll/coll.h.
  */
 #include <stdio.h>
@@ -206,22 +209,24 @@ static cg_status_t cg__nccl_dtype(cg_dtype_t dt, const char *what)
                         "through host staging)", what, cg_dtype_name(dt));
 }
 
-static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
-                                 void *recv, size_t count, cg_dtype_t dt,
-                                 cg_redop_t op, double prescale,
-                                 double postscale, cg_backend_mem_t mem)
+/* Issues the allreduce on stream s (NULL: the backend's own), after
+ * whatever is queued there, and returns once NCCL has taken it (a
+ * non-blocking communicator's ncclInProgress waited out); the stream is
+ * not waited for. */
+static cg_status_t cg__allreduce_issue(cg__nccl_t *nb, const void *send,
+                                       void *recv, size_t count,
+                                       cg_dtype_t dt, cg_redop_t op,
+                                       double prescale, double postscale,
+                                       cudaStream_t s)
 {
-    cg__nccl_t *nb = (cg__nccl_t *)be;
     bool fold = cg_backend_nccl_scales(dt, op, nb->size);
     double f = prescale * postscale / (op == CG_OP_AVG ? nb->size : 1);
     ncclRedOp_t nop = (ncclRedOp_t)op; /* the same numbering */
     bool custom = false;
     char scalar[8];
     ncclResult_t r;
-    cg_status_t st = cg__device_only(mem);
+    cg_status_t st = cg__nccl_dtype(dt, "allreduce");
 
-    if (st == CG_OK)
-        st = cg__nccl_dtype(dt, "allreduce");
     if (st != CG_OK)
         return st;
     if (!fold && (prescale != 1.0 || postscale != 1.0))
@@ -233,6 +238,8 @@ static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
     st = cg__comm(nb);
     if (st != CG_OK || count == 0)
         return st;
+    if (s == NULL)
+        s = nb->stream;
     if ((fold && f == 1.0) || (nb->size == 1 && op == CG_OP_AVG)) {
         /* sum, or average with prescale*postscale == size, or the average
          * of one rank (ncclAvg is a pre-multiply-sum: see
@@ -248,16 +255,54 @@ static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
                             ncclGetErrorString(r));
         custom = true;
     }
-    r = ncclAllReduce(send, recv, count, (ncclDataType_t)dt, nop, nb->nc,
-                      nb->stream);
+    r = ncclAllReduce(send, recv, count, (ncclDataType_t)dt, nop, nb->nc, s);
     if (r != ncclSuccess && r != ncclInProgress)
         st = cg__fail(nb, cg__status_of(r), "ncclAllReduce",
                       ncclGetErrorString(r));
-    else
-        st = cg__wait(nb, "ncclAllReduce", nb->stream);
+    else if (r == ncclInProgress)
+        st = cg__wait(nb, "ncclAllReduce", NULL);
+    /* NCCL allows destroying an op once the call given it has returned,
+     * its kernel still queued. */
     if (custom && !nb->hdr.broken)
         (void)ncclRedOpDestroy(nop, nb->nc);
     return st;
+}
+
+static cg_status_t cg__allreduce(cg_backend_t *be, const void *send,
+                                 void *recv, size_t count, cg_dtype_t dt,
+                                 cg_redop_t op, double prescale,
+                                 double postscale, cg_backend_mem_t mem)
+{
+    cg__nccl_t *nb = (cg__nccl_t *)be;
+    cg_status_t st = cg__device_only(mem);
+
+    if (st == CG_OK)
+        st = cg__allreduce_issue(nb, send, recv, count, dt, op, prescale,
+                                 postscale, NULL);
+    if (st != CG_OK || count == 0)
+        return st;
+    return cg__wait(nb, "ncclAllReduce", nb->stream);
+}
+
+static cg_status_t cg__allreduce_queued(cg_backend_t *be, const void *send,
+                                        void *recv, size_t count,
+                                        cg_dtype_t dt, cg_redop_t op,
+                                        double prescale, double postscale,
+                                        void *stream)
+{
+    return cg__allreduce_issue((cg__nccl_t *)be, send, recv, count, dt, op,
+                               prescale, postscale, (cudaStream_t)stream);
+}
+
+static cg_status_t cg__stream_wait(cg_backend_t *be, void *stream,
+                                   const char *what)
+{
+    cg__nccl_t *nb = (cg__nccl_t *)be;
+
+    if (nb->hdr.broken || nb->nc == NULL)
+        return cg_error_set(CG_ERR_PEER_RESET, "nccl %s: the communicator "
+                            "was aborted after an earlier failure", what);
+    return cg__wait(nb, what, (cudaStream_t)stream);
 }
 
 static cg_status_t cg__broadcast(cg_backend_t *be, void *buf, size_t count,
@@ -315,6 +360,8 @@ static const cg_backend_ops_t cg__nccl_ops = {
     .broadcast_activity = "NCCL_BCAST",
     .allreduce = cg__allreduce,
     .broadcast = cg__broadcast,
+    .allreduce_queued = cg__allreduce_queued,
+    .stream_wait = cg__stream_wait,
     .destroy = cg__destroy,
 };
 

@@ -77,6 +77,18 @@ typedef struct cg_backend_ops {
     cg_status_t (*alltoallv)(cg_backend_t *be, const void *send, void *recv,
                              const int64_t *rows, size_t row_bytes);
     const char *alltoall_activity;
+    /* Optional, CUDA memory (NULL: allreduce, which waits): the allreduce
+     * queued on `stream` (a cudaStream_t) behind what is queued there,
+     * not waited for; only where the backend applies prescale/postscale
+     * itself. Then stream_wait waits for that stream, watching the
+     * backend's communicator (its errors, CG_TIMEOUT), before anything
+     * the allreduce touches is reused. */
+    cg_status_t (*allreduce_queued)(cg_backend_t *be, const void *send,
+                                    void *recv, size_t count, cg_dtype_t dt,
+                                    cg_redop_t op, double prescale,
+                                    double postscale, void *stream);
+    cg_status_t (*stream_wait)(cg_backend_t *be, void *stream,
+                               const char *what);
     void (*destroy)(cg_backend_t *be);
 } cg_backend_ops_t;
 

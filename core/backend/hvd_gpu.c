@@ -57,6 +57,11 @@ void cg_hvd_gpu_batch_stats(const cg_hvd_gpu_t *gpu, uint64_t *launches,
     *copies = gpu->batched;
 }
 
+uint64_t cg_hvd_gpu_queued(const cg_hvd_gpu_t *gpu)
+{
+    return gpu->queued_ops;
+}
+
 uint64_t cg_hvd_gpu_pipelined(const cg_hvd_gpu_t *gpu)
 {
     return gpu->pipelined;
@@ -367,14 +372,26 @@ cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
     return CG_OK;
 }
 
+cg_status_t cg__hvd_gpu_flush(cg_hvd_gpu_t *gpu)
+{
+    return cg__flush_batch(gpu);
+}
+
 cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu)
 {
-    cg_status_t st;
+    cg_backend_t *be = gpu->queued;
+    cg_status_t st, w;
 
     if (gpu->stream == NULL)
         return CG_OK;
     st = cg__flush_batch(gpu);
-    return st != CG_OK ? st : cg__gpu_poll(gpu, false, gpu->stream, "copies");
+    /* Even when the copies did not launch: the queued allreduce may still
+     * read the buffers the caller is about to reuse. */
+    gpu->queued = NULL;
+    w = be != NULL ? be->ops->stream_wait(be, gpu->stream, "ncclAllReduce "
+                                          "and the fusion copies")
+                   : cg__gpu_poll(gpu, false, gpu->stream, "copies");
+    return st != CG_OK ? st : w;
 }
 
 void cg_hvd_gpu_destroy(cg_hvd_gpu_t *gpu)
@@ -435,6 +452,12 @@ cg_status_t cg_hvd_gpu_copy(cg_hvd_gpu_t *gpu, void *dst, const void *src,
 }
 
 cg_status_t cg_hvd_gpu_sync(cg_hvd_gpu_t *gpu)
+{
+    (void)gpu;
+    return CG_OK;
+}
+
+cg_status_t cg__hvd_gpu_flush(cg_hvd_gpu_t *gpu)
 {
     (void)gpu;
     return CG_OK;

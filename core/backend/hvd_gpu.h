@@ -44,6 +44,8 @@ cg_status_t cg_hvd_gpu_check(cg_hvd_gpu_t *gpu, const char *what,
 /* Batched copies so far: kernel launches and the copies they made. */
 void cg_hvd_gpu_batch_stats(const cg_hvd_gpu_t *gpu, uint64_t *launches,
                             uint64_t *copies);
+/* NCCL allreduces queued behind the fusion copies so far (statistics). */
+uint64_t cg_hvd_gpu_queued(const cg_hvd_gpu_t *gpu);
 /* Staged collectives that ran through the two-slot pipeline. */
 uint64_t cg_hvd_gpu_pipelined(const cg_hvd_gpu_t *gpu);
 /* Turns the pipeline on or off from now on (stage_bench alternates the
@@ -114,6 +116,16 @@ cg_status_t cg_hvd_gpu_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
                                  const void *send, void *recv, size_t count,
                                  cg_dtype_t dt, cg_redop_t op,
                                  double prescale, double postscale);
+/* The same, but where the NCCL backend applies the factors itself its
+ * allreduce is only queued on the copies' stream (behind the copies into
+ * the fusion buffer): the caller queues the copies out and waits for all
+ * with cg_hvd_gpu_sync, also when something failed in between. Elsewhere
+ * it has finished on return, as cg_hvd_gpu_allreduce. */
+cg_status_t cg_hvd_gpu_allreduce_queued(cg_hvd_gpu_t *gpu, cg_backend_t *be,
+                                        const void *send, void *recv,
+                                        size_t count, cg_dtype_t dt,
+                                        cg_redop_t op, double prescale,
+                                        double postscale);
 cg_status_t cg_hvd_gpu_broadcast(cg_hvd_gpu_t *gpu, cg_backend_t *be,
                                  void *buf, size_t count, cg_dtype_t dt,
                                  int root);

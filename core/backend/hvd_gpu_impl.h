@@ -80,10 +80,16 @@ struct cg_hvd_gpu {
     uint64_t launches;    /* batched-copy kernels launched */
     uint64_t batched;     /* copies they made */
     cg__gpu_batch_t batch; /* copies queued, launched at the next flush */
+    /* The backend whose allreduce is queued on `stream` behind the
+     * fusion copies (NULL: none); cg_hvd_gpu_sync waits through it. */
+    cg_backend_t *queued;
+    uint64_t queued_ops;  /* allreduces queued so (statistics) */
 };
 
 /* Sets the device and creates the stream the first time. */
 cg_status_t cg__hvd_gpu_start(cg_hvd_gpu_t *gpu);
+/* Launches the queued batch of copies on `stream` (hvd_gpu.c). */
+cg_status_t cg__hvd_gpu_flush(cg_hvd_gpu_t *gpu);
 /* True when p lies in the pinned fallback buffer (host-accessible). */
 bool cg__hvd_gpu_host_ptr(const cg_hvd_gpu_t *gpu, const void *p);
 

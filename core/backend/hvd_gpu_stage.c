@@ -195,17 +195,33 @@ bool cg_backend_nccl_scales(cg_dtype_t dt, cg_redop_t op, int nranks)
     return fl && (op == CG_OP_SUM || op == CG_OP_AVG) && nranks > 1;
 }
 
-/* NCCL on the CUDA buffers (its own stream: the copies are waited for
- * first). Factors NCCL cannot apply exactly are applied here, on the
- * host, before and after. */
+/* NCCL on the CUDA buffers. Where NCCL applies the factors itself the
+ * allreduce is queued on the copies' stream, behind the copies into the
+ * fusion buffer and ahead of those out of it, and waited for once with
+ * them (cg_hvd_gpu_sync): no wait on the host between the three. Else on
+ * NCCL's own stream, the copies waited for first, and the factors NCCL
+ * cannot apply exactly applied here, on the host, before and after. */
 static cg_status_t cg__nccl_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
                                       const void *send, void *recv,
                                       size_t count, cg_dtype_t dt,
                                       cg_redop_t op, double prescale,
                                       double postscale)
 {
+    bool exact = cg_backend_nccl_scales(dt, op, be->size) ||
+                 (prescale == 1.0 && postscale == 1.0);
     cg_status_t st = cg__hvd_gpu_start(gpu);
 
+    if (st == CG_OK && exact && be->ops->allreduce_queued != NULL) {
+        st = cg__hvd_gpu_flush(gpu);
+        if (st == CG_OK)
+            st = be->ops->allreduce_queued(be, send, recv, count, dt, op,
+                                           prescale, postscale, gpu->stream);
+        if (st == CG_OK && count > 0) {
+            gpu->queued = be;
+            gpu->queued_ops++;
+        }
+        return st;
+    }
     if (st == CG_OK)
         st = cg_hvd_gpu_sync(gpu);
     if (st != CG_OK)
@@ -243,10 +259,11 @@ static cg_status_t cg__ar_chunk(void *arg, void *host, size_t off, size_t n)
                                  CG_BACKEND_MEM_HOST);
 }
 
-cg_status_t cg_hvd_gpu_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
-                                 const void *send, void *recv, size_t count,
-                                 cg_dtype_t dt, cg_redop_t op,
-                                 double prescale, double postscale)
+cg_status_t cg_hvd_gpu_allreduce_queued(cg_hvd_gpu_t *gpu, cg_backend_t *be,
+                                        const void *send, void *recv,
+                                        size_t count, cg_dtype_t dt,
+                                        cg_redop_t op, double prescale,
+                                        double postscale)
 {
     size_t dsize = cg_dtype_size(dt), step = 0;
     bool direct = false;
@@ -270,6 +287,22 @@ cg_status_t cg_hvd_gpu_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
         st = be->ops->allreduce(be, (const char *)send + off * dsize,
                                 (char *)recv + off * dsize, n, dt, op,
                                 prescale, postscale, CG_BACKEND_MEM_HOST);
+    }
+    return st;
+}
+
+cg_status_t cg_hvd_gpu_allreduce(cg_hvd_gpu_t *gpu, cg_backend_t *be,
+                                 const void *send, void *recv, size_t count,
+                                 cg_dtype_t dt, cg_redop_t op,
+                                 double prescale, double postscale)
+{
+    cg_status_t st = cg_hvd_gpu_allreduce_queued(gpu, be, send, recv, count,
+                                                 dt, op, prescale, postscale);
+
+    if (gpu->queued != NULL) { /* waited for even when it failed */
+        cg_status_t w = cg_hvd_gpu_sync(gpu);
+        if (st == CG_OK)
+            st = w;
     }
     return st;
 }

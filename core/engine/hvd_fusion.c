@@ -5,7 +5,9 @@
  * size), shrunk on allocation failure, agreed as the minimum over ranks so
  * every rank groups alike; the CUDA staging slots are sized and offered
  * alongside), fused allreduces packed / reduced once /
- * unpacked, tensors too large for the buffer reduced alone, and
+ * unpacked (CUDA tensors on NCCL: the copies and NCCL's allreduce on one
+ * stream, waited for once; a group of one reduced on the tensor itself,
+ * no copies), tensors too large for the buffer reduced alone, and
  * broadcast, each through the backend of the tensor's memory (host:
  * core->be_cpu, CUDA: core->be_gpu); groups never mix devices. Allgather
  * runs in hvd_gather.c, reducescatter in hvd_rscatter.c, alltoall in
@@ -119,15 +121,17 @@ static void *cg__fusion_buffer(const cg_hvd_core_t *core,
 }
 
 /* A collective on e's memory: host tensors go to their backend, CUDA
- * tensors through the GPU data path (NCCL direct, host backends staged). */
+ * tensors through the GPU data path (NCCL direct, host backends staged);
+ * with queued, NCCL's may be left queued behind the fusion copies (the
+ * caller then waits with cg_hvd_gpu_sync). */
 static cg_status_t cg__run_allreduce(cg_hvd_core_t *core, cg_backend_t *be,
                                      const cg_hvd_entry_t *e, const void *send,
-                                     void *recv, size_t count)
+                                     void *recv, size_t count, bool queued)
 {
     if (e->w.device >= 0)
-        return cg_hvd_gpu_allreduce(core->gpu, be, send, recv, count,
-                                    e->w.dtype, e->w.op, e->w.prescale,
-                                    e->w.postscale);
+        return (queued ? cg_hvd_gpu_allreduce_queued : cg_hvd_gpu_allreduce)(
+            core->gpu, be, send, recv, count, e->w.dtype, e->w.op,
+            e->w.prescale, e->w.postscale);
     return be->ops->allreduce(be, send, recv, count, e->w.dtype, e->w.op,
                               e->w.prescale, e->w.postscale, cg__mem(e));
 }
@@ -203,7 +207,7 @@ static cg_status_t cg__fused_packed(cg_hvd_core_t *core, cg_backend_t *be,
     }
     cg_hvd_tl_fused(core, i, group, CG_HVD_TL_PACKED, tl_t0,
                     be->ops->allreduce_activity);
-    st = cg__run_allreduce(core, be, head, fbuf, fbuf, bytes / dsize);
+    st = cg__run_allreduce(core, be, head, fbuf, fbuf, bytes / dsize, true);
     cg_hvd_tl_fused(core, i, group, CG_HVD_TL_REDUCED, 0, NULL);
     for (size_t j = i; j < core->ready_len && st == CG_OK; j++) {
         cg_hvd_entry_t *e = core->ready[j];
@@ -211,15 +215,18 @@ static cg_status_t cg__fused_packed(cg_hvd_core_t *core, cg_backend_t *be,
             st = cg_hvd_copy_out(core, e, e->local->output, fbuf + e->foff,
                               e->local->count * dsize);
     }
-    if (st == CG_OK && head->w.device >= 0) /* CUDA copies: wait once */
-        st = cg_hvd_gpu_sync(core->gpu);
+    if (head->w.device >= 0) { /* copies and NCCL's queued: wait once */
+        cg_status_t w = cg_hvd_gpu_sync(core->gpu);
+        if (st == CG_OK)
+            st = w;
+    }
     return st;
 }
 
 /* The allreduces from ready[i] on that fit the agreed buffer with it. */
 static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
 {
-    cg_hvd_entry_t *head = core->ready[i];
+    cg_hvd_entry_t *head = core->ready[i], *last = NULL;
     cg_backend_t *be = cg__backend(core, head);
     size_t dsize = cg_dtype_size(head->w.dtype), off = 0, n = 0, cap;
     char *fbuf = cg__fusion_buffer(core, head, &cap);
@@ -238,10 +245,17 @@ static cg_status_t cg__fused_allreduce(cg_hvd_core_t *core, size_t i)
         e->foff = off;
         off += bytes;
         n++;
+        last = e;
     }
     if (staged)
         st = cg_hvd_fused_staged(core, be, i, group, n, fbuf, off, &staged);
-    if (!staged)
+    if (n == 1 && head->w.device >= 0 && be->kind == CG_BACKEND_NCCL)
+        /* alone (head itself when it has bytes): NCCL on the tensor, no
+         * copy in or out */
+        st = cg__run_allreduce(core, be, last, last->local->input,
+                               last->local->output, last->local->count,
+                               false);
+    else if (!staged)
         st = cg__fused_packed(core, be, fbuf, off, i, group);
     cg__count_call(core, n);
     core->tstats.fused_bytes += n > 1 ? off : 0;
@@ -280,7 +294,7 @@ static cg_status_t cg__allreduce(cg_hvd_core_t *core, size_t i)
         st = cg_hvd_single_staged(core, be, e);
     else
         st = cg__run_allreduce(core, be, e, e->local->input,
-                               e->local->output, e->local->count);
+                               e->local->output, e->local->count, false);
     cg__count_call(core, 1);
     core->tstats.allreduce_bytes += bytes;
     cg_hvd_metrics_op(core, CG_HVD_ALLREDUCE, cg_now_ns() - t0);

@@ -195,7 +195,7 @@ if [[ $runs == *" shim "* ]]; then
         local name=$1 log=$out/logs/shim-${1// /_}.txt
         shift
         if "$@" >"$log" 2>&1; then r=ok; else r="FAILED ($?)"; ok=0; fi
-        echo "| $name | $r | $(grep -hE '^(\[[0-9]+\] )?(gpu_check: [0-9]+ cases|[0-9]+ passed|shim fused step|[0-9]+ x ncclAllReduce|shim beyond|# results)|passed in' "$log" | sed 's/^\[[0-9]*\] //' | sort -u | head -5 | tr -s ' ' | tr '\n' ';') |" >>"$out/shim.md"
+        echo "| $name | $r | $(grep -hE '^(\[[0-9]+\] )?(gpu_check: [0-9]+ cases|[0-9]+ passed|shim fused step|[0-9]+ x ncclAllReduce|shim, 1 tensor|shim beyond|# results)|passed in' "$log" | sed 's/^\[[0-9]*\] //' | sort -u | head -8 | tr -s ' ' | tr '\n' ';') |" >>"$out/shim.md"
     }
     echo "| run | result | detail |" >>"$out/shim.md"
     echo "|---|---|---|" >>"$out/shim.md"
@@ -211,8 +211,11 @@ if [[ $runs == *" shim "* ]]; then
     fi
     shim1 "gpu_check, NCCL, $np ranks" env HOROVOD_GPU_OPERATIONS=NCCL CG_TRANSPORT=socket \
         "$launch" -np "$np" --timeout 300s -- "${wrap[@]}" "$build/integration/gpu/gpu_check"
-    shim1 "step of 1000 x 4 KiB, NCCL, $np ranks" env HOROVOD_GPU_OPERATIONS=NCCL CG_TRANSPORT=socket \
-        "$launch" -np "$np" --timeout 300s -- "${wrap[@]}" "$build/integration/gpu/gpu_step_bench"
+    for o in "" -o; do
+        shim1 "step of 1000 x 4 KiB${o:+ out of place}, NCCL, $np ranks" env HOROVOD_GPU_OPERATIONS=NCCL \
+            CG_TRANSPORT=socket "$launch" -np "$np" --timeout 300s -- "${wrap[@]}" \
+            "$build/integration/gpu/gpu_step_bench" $o
+    done
     if [ $shared = no ]; then
         shim1 "CUDA contexts: rank i only on GPU i, NCCL" env HOROVOD_GPU_OPERATIONS=NCCL \
             "$launch" -np "$np" --timeout 120s -- "$build/integration/gpu/cuda_context_check"

@@ -71,13 +71,16 @@ if [ -x "$build/integration/gpu/stage_bench" ]; then
         "$build/transport/collguard-run" -np 2 --timeout 300s -- \
         "$build/integration/gpu/stage_bench"
 fi
-# 1000 x 4 KiB CUDA tensors: the shim (NCCL) against NCCL's own calls,
-# batched copies on and off, alternating.
+# 1000 x 4 KiB CUDA tensors: the shim (NCCL) against NCCL's own calls, in
+# place and out of place, batched copies on and off, alternating.
 if [ -x "$build/integration/gpu/gpu_step_bench" ]; then
     for r in 1 2; do
-        step "step-bench-batched-$r" "$build/integration/gpu/gpu_step_bench"
-        step "step-bench-unbatched-$r" env CG_GPU_BATCH_COPIES=0 \
-            "$build/integration/gpu/gpu_step_bench"
+        for o in "" -o; do
+            step "step-bench-batched${o}-$r" \
+                "$build/integration/gpu/gpu_step_bench" $o
+            step "step-bench-unbatched${o}-$r" env CG_GPU_BATCH_COPIES=0 \
+                "$build/integration/gpu/gpu_step_bench" $o
+        done
     done
 fi
 cat "$out/summary.txt"
