@@ -69,7 +69,11 @@ typedef struct cg_hvd_tensor {
      * device (one device per rank). Refused at enqueue with
      * CG_ERR_UNSUPPORTED in a build without CUDA, CG_ERR_NO_DEVICE where
      * no GPU is usable. The input must be ready at enqueue (synchronise
-     * the stream that produced it); the output is ready once done. */
+     * the stream that produced it: the shim copies on a non-blocking
+     * stream of its own, which nothing orders after the default stream;
+     * a cudaMemcpy from pageable host memory may return before its bytes
+     * have landed, so synchronise after it too); the output is ready once
+     * done. */
     int device;
     /* The process set the collective runs on (cg_hvd_process_set_add):
      * only its members negotiate and move the tensor, on the set's own

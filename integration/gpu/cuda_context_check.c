@@ -90,7 +90,8 @@ static int device_allreduce(cg_hvd_core_h core, int dev, int rank, int size)
         h[i] = (float)(rank + i);
     if (cudaSetDevice(dev) != cudaSuccess ||
         cudaMalloc((void **)&d, sizeof(h)) != cudaSuccess ||
-        cudaMemcpy(d, h, sizeof(h), cudaMemcpyHostToDevice) != cudaSuccess)
+        cudaMemcpy(d, h, sizeof(h), cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
         return 1;
     cg_hvd_tensor_t ten = {.field_mask = CG_HVD_TENSOR_FIELD_DEVICE,
                            .name = "gpu.0", .dtype = CG_DTYPE_F32, .ndim = 1,

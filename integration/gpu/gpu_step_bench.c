@@ -85,7 +85,9 @@ static int fill(float **dev, int n, size_t count, float *host)
                        cudaMemcpyHostToDevice) != cudaSuccess)
             return -1;
     }
-    return 0;
+    /* A cudaMemcpy from pageable memory may return before its bytes land
+     * (hvd.h: inputs ready at enqueue). */
+    return cudaDeviceSynchronize() == cudaSuccess ? 0 : -1;
 }
 
 /* Elements of the n tensors that are not size x their fill value. */

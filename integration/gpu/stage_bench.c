@@ -159,7 +159,8 @@ int main(int argc, char **argv)
             for (size_t k = 0; k < n; k++)
                 host[k] = (float)(rank + 1);
             if (!cuda_ok(cudaMemcpy(dev, host, bytes,
-                                    cudaMemcpyHostToDevice), "fill")) {
+                                    cudaMemcpyHostToDevice), "fill") ||
+                !cuda_ok(cudaDeviceSynchronize(), "fill")) {
                 wrong = 1;
                 break;
             }
