@@ -113,7 +113,7 @@ ncclResult_t cg__np_listen(void *ctx, int dev, void *handle, void **listen)
                           CG_NP_SLOTS);
         goto err_listener;
     }
-    l->slot = cg__np_id_slot(*listen);
+    l->slot = cg__np_id_slot((uint64_t)(uintptr_t)*listen);
     memset(h, 0, NCCL_NET_HANDLE_MAXSIZE);
     cg__np_put32(h, CG_NP_HANDLE_MAGIC);
     h[4] = CG_NP_HANDLE_VERSION;

@@ -131,28 +131,20 @@ static ncclResult_t cg__np_req_end(cg__np_req_t *r, int *done, int *sizes)
 }
 
 /* A registration not the one comm last accepted (lane lock held): the
- * full lookup; when live, it becomes the one remembered. The slot's
- * generation is read before the lookup, so the value remembered is one
- * the lookup saw live (a deregMr in between fails the lookup or leaves a
- * value that no longer matches). */
+ * full lookup; when live, it becomes the one remembered, with its id's
+ * generation: while its slot's word holds that generation the
+ * registration is live (cg__np_id_live's test), so a deregMr after the
+ * lookup only makes the next recheck fail over to here. */
 __attribute__((noinline)) static int cg__np_mr_accept(cg__np_comm_t *comm,
                                                     const void *mhandle)
 {
-    const _Atomic uint32_t *gen_p;
-    uint32_t gen;
+    uint64_t v = (uint64_t)(uintptr_t)mhandle;
 
-    if (cg__np.slots == NULL)
-        return 0;
-    gen_p = &cg__np.slots[cg__np_id_slot(mhandle)].gen;
-    gen = atomic_load_explicit(gen_p, memory_order_acquire);
-    if (cg__np_lookup(mhandle, CG_NP_MR) == NULL ||
-        (gen & CG_NP_GEN_MASK) !=
-            ((uint32_t)((uint64_t)(uintptr_t)mhandle >> 28) &
-             CG_NP_GEN_MASK))
+    if (cg__np_lookup(mhandle, CG_NP_MR) == NULL)
         return 0;
     comm->mr_id = mhandle;
-    comm->mr_gen_p = gen_p;
-    comm->mr_gen = gen;
+    comm->mr_gen_p = &cg__np.slots[cg__np_id_slot(v)].gen;
+    comm->mr_gen = cg__np_id_gen(v);
     return 1;
 }
 
@@ -164,8 +156,8 @@ static inline int cg__np_mr_ok(cg__np_comm_t *comm, const void *mhandle)
     if (mhandle == NULL)
         return 1;
     if (mhandle == comm->mr_id &&
-        atomic_load_explicit(comm->mr_gen_p, memory_order_acquire) ==
-            comm->mr_gen)
+        (atomic_load_explicit(comm->mr_gen_p, memory_order_acquire) &
+         CG_NP_GEN_MASK) == comm->mr_gen)
         return 1;
     return cg__np_mr_accept(comm, mhandle);
 }

@@ -122,8 +122,8 @@ typedef struct cg__np_comm {
     int next_req;          /* where the next take looks first (lane lock) */
     cg__np_req_t reqs[NCCL_NET_MAX_REQUESTS];
     /* The registration isend/irecv last accepted (lane lock): its id, its
-     * slot's generation word and the value the word had then. While the
-     * word holds that value the registration is live (a deregMr, and so
+     * slot's generation word and its id's generation. While the word
+     * holds that generation the registration is live (a deregMr, and so
      * any reuse of the slot, changes it): one load rechecks it. */
     const void *mr_id;
     const _Atomic uint32_t *mr_gen_p;
@@ -189,7 +189,15 @@ ncclResult_t cg__np_result(cg_status_t st);
 #define CG_NP_GEN_MASK 0xffffffu
 void *cg__np_slot_alloc(cg__np_kind_t kind, void *obj);
 void cg__np_slot_release(void *id);
-uint32_t cg__np_id_slot(const void *id);
+/* Fields of an id (as a 64-bit value): its slot and its generation. */
+static inline uint32_t cg__np_id_slot(uint64_t v)
+{
+    return (uint32_t)(v >> 12) & (CG_NP_SLOTS - 1);
+}
+static inline uint32_t cg__np_id_gen(uint64_t v)
+{
+    return (uint32_t)(v >> 28) & CG_NP_GEN_MASK;
+}
 /* Frees every live object (finalize with objects NCCL left open). */
 void cg__np_table_sweep(void);
 
@@ -200,13 +208,12 @@ void cg__np_table_sweep(void);
 static inline cg__np_slot_t *cg__np_id_live(uint64_t v)
 {
     cg__np_slot_t *slots = cg__np.slots;
-    uint32_t i = (uint32_t)(v >> 12) & (CG_NP_SLOTS - 1), cur;
+    uint32_t i = cg__np_id_slot(v), cur;
 
     if (slots == NULL)
         return NULL;
     cur = atomic_load_explicit(&slots[i].gen, memory_order_acquire);
-    if (!(cur & 1) || (cur & CG_NP_GEN_MASK) !=
-                          ((uint32_t)(v >> 28) & CG_NP_GEN_MASK))
+    if (!(cur & 1) || (cur & CG_NP_GEN_MASK) != cg__np_id_gen(v))
         return NULL;
     return &slots[i];
 }

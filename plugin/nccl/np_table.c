@@ -30,8 +30,8 @@ static int cg__np_id_parse(const void *id, cg__np_kind_t *kind_p,
     if (v >> 56 != CG_NP_ID_TAG || cg__np.slots == NULL)
         return 0;
     *kind_p = (cg__np_kind_t)((v >> 52) & 0xf);
-    *gen_p = (uint32_t)(v >> 28) & CG_NP_GEN_MASK;
-    *slot_p = (uint32_t)(v >> 12) & (CG_NP_SLOTS - 1);
+    *gen_p = cg__np_id_gen(v);
+    *slot_p = cg__np_id_slot(v);
     *extra_p = (uint32_t)v & 0xfffu;
     return *slot_p != 0;
 }
@@ -77,11 +77,6 @@ void cg__np_slot_release(void *id)
         cg__np.nlive--;
     }
     pthread_mutex_unlock(&cg__np.lock);
-}
-
-uint32_t cg__np_id_slot(const void *id)
-{
-    return (uint32_t)((uint64_t)(uintptr_t)id >> 12) & (CG_NP_SLOTS - 1);
 }
 
 void cg__np_table_sweep(void)
