@@ -212,6 +212,13 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      CG__T_DURATION, "1ms", CG__OFF(cycle_time_ns), NULL, 0, 0, 1000000ull,
      "Horovod shim: period of the background cycle that negotiates and "
      "runs ready collectives (bare number: ms, as Horovod)."},
+    {CG_CFG_SPIN_TIME, "CG_SPIN_TIME", {NULL, NULL}, CG__T_DURATION,
+     "50us", CG__OFF(spin_time_ns), NULL, 0, 0, 1000ull,
+     "Horovod shim: how long a thread waiting on a request, and the "
+     "background thread after a cycle, busy-poll before sleeping (waking "
+     "a sleeping thread costs 5-50us at each hand-off; bare number: us). "
+     "Off (logged) where a rank is bound to fewer than 2 CPUs, or unbound "
+     "with fewer than 2 CPUs per rank on its host; 0: always off."},
     {CG_CFG_DUPLICATE_POLICY, "CG_DUPLICATE_POLICY", {NULL, NULL},
      CG__T_ENUM, "coalesce", CG__OFF(duplicate_policy), dup_policies, 0,
      0, 0,

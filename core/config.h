@@ -100,6 +100,7 @@ typedef enum {
     CG_CFG_SHM_CALIBRATE,
     CG_CFG_DYNAMIC_PROCESS_SETS,
     CG_CFG_CYCLE_TIME,
+    CG_CFG_SPIN_TIME,
     CG_CFG_DUPLICATE_POLICY,
     CG_CFG_CACHE_CAPACITY,
     CG_CFG_STALL_CHECK_TIME,
@@ -154,6 +155,7 @@ typedef struct cg_config {
     bool shm_calibrate;          /* large AllReduce: shm only if faster */
     int dynamic_process_sets;    /* Horovod ABI: add/remove allowed */
     uint64_t cycle_time_ns;      /* Horovod shim: background cycle */
+    uint64_t spin_time_ns;       /* Horovod shim: busy-poll before sleeping */
     cg_dup_policy_t duplicate_policy;
     int cache_capacity;          /* Horovod shim: response cache slots */
     uint64_t stall_check_ns;     /* stall warning after this long */

@@ -385,15 +385,6 @@ void cg_shm_abort(cg_shm_t *shm)
                               memory_order_release);
 }
 
-static inline void cg__relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Whether process pid is gone (no such process, or a zombie). */
 static bool cg__pid_gone(int pid)
 {
@@ -429,7 +420,7 @@ cg_status_t cg_shm_wait(cg_shm_t *shm, int peer, cg_shm_word_t w,
         for (int i = 0; i < CG__SHM_SPINS; i++) {
             if (atomic_load_explicit(word, memory_order_acquire) >= v)
                 return CG_OK;
-            cg__relax();
+            cg_cpu_relax();
         }
         for (int r = 0; r < shm->size; r++)
             if (atomic_load_explicit(&cg__ctl(shm, r)->abort.v,

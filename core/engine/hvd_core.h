@@ -189,6 +189,11 @@ struct cg_hvd_core {
     pthread_mutex_t lock;
     pthread_cond_t done_cond; /* a request completed */
     int waiters;              /* threads in cg_hvd_wait */
+    uint64_t spin_ns;         /* CG_SPIN_TIME: busy-poll before sleeping */
+    char spin_why[48];        /* why not, when CG_SPIN_TIME is set */
+    /* Bumped (under lock) by a first waiter and by a stop: the thread
+     * busy-polls it after a cycle, without the lock, before it sleeps. */
+    atomic_uint kick;
     bool progressed;          /* the last cycle announced or ran something */
     pthread_cond_t wake_cond; /* stop asked (the thread sleeps on it) */
     cg_list_t inbox;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/base/clock.h"
 #include "core/base/error.h"
 #include "core/engine/hvd_core.h"
 #include "core/backend/hvd_gpu.h"
@@ -540,6 +541,21 @@ int cg_hvd_poll(cg_hvd_req_h req)
                                                memory_order_acquire);
 }
 
+/* Busy-polls req's completion for up to spin_ns; true once it is done. */
+static bool cg__spin_done(struct cg_hvd_req *req, uint64_t spin_ns)
+{
+    uint64_t t_end = cg_now_ns() + spin_ns;
+
+    do {
+        for (int i = 0; i < 64; i++) { /* the clock read costs ~20ns */
+            if (atomic_load_explicit(&req->done, memory_order_acquire))
+                return true;
+            cg_cpu_relax();
+        }
+    } while (cg_now_ns() < t_end);
+    return atomic_load_explicit(&req->done, memory_order_acquire) != 0;
+}
+
 cg_status_t cg_hvd_wait(cg_hvd_req_h req)
 {
     cg_hvd_core_t *core;
@@ -548,18 +564,32 @@ cg_status_t cg_hvd_wait(cg_hvd_req_h req)
         return cg_error_set(CG_ERR_INVALID_PARAM, "cg_hvd_wait: the request "
                             "is NULL (did its enqueue fail?)");
     core = req->core;
-    if (!cg_hvd_poll(req)) {
-        pthread_mutex_lock(&core->lock);
-        if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
-            /* The cycle may start now instead of at its next tick. */
-            if (core->waiters++ == 0)
-                pthread_cond_signal(&core->wake_cond);
-            req->waiters++; /* both taken back by cg__finish */
-            while (!atomic_load_explicit(&req->done, memory_order_acquire))
-                pthread_cond_wait(&core->done_cond, &core->lock);
+    if (cg_hvd_poll(req))
+        return req->status;
+    pthread_mutex_lock(&core->lock);
+    if (!atomic_load_explicit(&req->done, memory_order_acquire)) {
+        /* The cycle may start now instead of at its next tick: a thread
+         * busy-polling the kick sees it, a sleeping one is signalled. */
+        if (core->waiters++ == 0) {
+            atomic_fetch_add_explicit(&core->kick, 1, memory_order_relaxed);
+            pthread_cond_signal(&core->wake_cond);
         }
-        pthread_mutex_unlock(&core->lock);
+        req->waiters++; /* both taken back by cg__finish */
+        core->stats.waits++;
+        if (core->spin_ns > 0) {
+            /* Short collectives end within CG_SPIN_TIME: polled without
+             * the lock, no futex wake-up on the way back. */
+            pthread_mutex_unlock(&core->lock);
+            if (cg__spin_done(req, core->spin_ns))
+                return req->status;
+            pthread_mutex_lock(&core->lock);
+        }
+        if (!atomic_load_explicit(&req->done, memory_order_acquire))
+            core->stats.wait_sleeps++;
+        while (!atomic_load_explicit(&req->done, memory_order_acquire))
+            pthread_cond_wait(&core->done_cond, &core->lock);
     }
+    pthread_mutex_unlock(&core->lock);
     return req->status;
 }
 

@@ -10,7 +10,7 @@
 # usage: fusion.sh [-B builddir] [-N ranks] [fusion_bench options:
 #                  -n tensors (1000) -s tensor bytes (4K) -i steps per round
 #                  (20) -w warm-up (3) -r rounds (5) -c checked per step (4)
-#                  -x fump (variants)]
+#                  -x fusmp (variants; s: fused with CG_SPIN_TIME=0)]
 # Environment: CG_* as for any job (CG_TRANSPORT, CG_CYCLE_TIME, ...).
 set -u
 build=${CG_BUILD:-$(dirname "$0")/../../build} np=2

@@ -6,9 +6,11 @@
  * plain MPI_Allreduce calls and one cg_allreduce of the fused payload, in
  * the same run under mpirun, variants alternating in rounds. Prints median
  * ms/step, steps/s, the speed-up over MPI and the shim's per-tensor cost;
+ * "spin off" is the fused shim with CG_SPIN_TIME=0 (every hand-off between
+ * the caller and the background thread through a condition variable);
  * checks every element of a few tensors every step (exit 1 when wrong).
  * Usage: mpirun -np 2 fusion_bench [-n 1000] [-s 4K] [-i 20] [-w 3] [-r 5]
- *                                  [-c 4] [-x fump]
+ *                                  [-c 4] [-x fusmp]
  */
 #include <mpi.h>
 #include <stdbool.h>
@@ -27,10 +29,11 @@
 
 extern char **environ;
 
-enum { V_FUSED, V_UNFUSED, V_MPI, V_PLAIN, V_COUNT };
+enum { V_FUSED, V_UNFUSED, V_NOSPIN, V_MPI, V_PLAIN, V_COUNT };
 static const char *const v_names[V_COUNT] = {
-    "shim, fusion", "shim, fusion off", "MPI_Allreduce x N",
-    "cg_allreduce x 1"};
+    "shim, fusion", "shim, fusion off", "shim, spin off",
+    "MPI_Allreduce x N", "cg_allreduce x 1"};
+#define V_SHIMS 3 /* variants below this one run through a shim core */
 
 typedef struct opts {
     int n, steps, warmup, rounds, checked;
@@ -49,7 +52,7 @@ typedef struct samples {
 typedef struct bench {
     opts_t o;
     int rank, size;
-    cg_ctx_h ctx[2]; /* fusion on, fusion off */
+    cg_ctx_h ctx[V_SHIMS]; /* fusion on, fusion off, spin off */
     cg_transport_t *tp;
     cg_comm_t *comm; /* the plain allreduce's */
     float *in, *out; /* n tensors of count, back to back */
@@ -85,8 +88,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: mpirun -np 2 fusion_bench [-n tensors] "
             "[-s tensor bytes] [-i steps per round] [-w warm-up steps] "
-            "[-r rounds] [-c tensors checked per step] [-x fump: variants "
-            "fused, unfused, MPI, plain (default all)]\n");
+            "[-r rounds] [-c tensors checked per step] [-x fusmp: variants "
+            "fused, unfused, spin off, MPI, plain (default all)]\n");
     exit(2);
 }
 
@@ -119,10 +122,10 @@ static void parse(int argc, char **argv, opts_t *o)
         case 'x':
             o->variants = 0;
             for (const char *p = optarg; *p != '\0'; p++) {
-                const char *at = strchr("fump", *p);
+                const char *at = strchr("fusmp", *p);
                 if (at == NULL)
                     usage();
-                o->variants |= 1u << (at - "fump");
+                o->variants |= 1u << (at - "fusmp");
             }
             break;
         default: usage();
@@ -243,7 +246,7 @@ static int round_run(bench_t *b, int v)
     double t[3], c0;
     int rc = 0;
 
-    if (v == V_FUSED || v == V_UNFUSED) {
+    if (v < V_SHIMS) {
         st = cg_hvd_core_create(b->ctx[v], &core);
         if (st != CG_OK)
             return fail("cg_hvd_core_create", st);
@@ -332,7 +335,7 @@ static void report(bench_t *b)
         printf("%-20s %9.3f %9.1f %6.2fx %9.3f", v_names[v], ms[v],
                1e3 / ms[v], has(b, V_MPI) ? ms[V_MPI] / ms[v] : 0.0,
                cpu[v] / n);
-        if (v <= V_UNFUSED)
+        if (v < V_SHIMS)
             printf(" %12.3f %8.3f %10.1f", enq[v] * 1e3 / n, wait[v],
                    s->calls ? (double)s->tensors / (double)s->calls : 0.0);
         printf("\n");
@@ -346,6 +349,14 @@ static void report(bench_t *b)
                "3x)\n", b->o.n, ms[V_MPI] / ms[V_FUSED]);
     if (has(b, V_FUSED) && has(b, V_UNFUSED))
         printf("# fusion on vs off: %.2fx\n", ms[V_UNFUSED] / ms[V_FUSED]);
+    if (has(b, V_FUSED) && has(b, V_NOSPIN))
+        printf("# spin (CG_SPIN_TIME=%s; off with too few CPUs, see the core's "
+               "INFO line) vs spin off: %.2fx faster; the "
+               "shim beyond cg_allreduce: %.3f vs %.3f us per step\n",
+               getenv("CG_SPIN_TIME") ? getenv("CG_SPIN_TIME") : "default",
+               ms[V_NOSPIN] / ms[V_FUSED],
+               has(b, V_PLAIN) ? (ms[V_FUSED] - ms[V_PLAIN]) * 1e3 : 0.0,
+               has(b, V_PLAIN) ? (ms[V_NOSPIN] - ms[V_PLAIN]) * 1e3 : 0.0);
     if (has(b, V_FUSED)) {
         const samples_t *f = &b->s[V_FUSED];
         double steps = (double)b->o.rounds * b->o.steps;
@@ -446,6 +457,8 @@ static int setup(bench_t *b)
     if (rc == 0)
         rc = ctx_make("CG_FUSION_THRESHOLD=0", &b->ctx[V_UNFUSED]);
     if (rc == 0)
+        rc = ctx_make("CG_SPIN_TIME=0", &b->ctx[V_NOSPIN]);
+    if (rc == 0)
         rc = comm_make(b);
     return rc;
 }
@@ -456,7 +469,7 @@ static void teardown(bench_t *b)
         cg_comm_destroy(b->comm);
     if (b->tp != NULL)
         cg_transport_destroy(b->tp);
-    for (int v = 0; v < 2; v++)
+    for (int v = 0; v < V_SHIMS; v++)
         if (b->ctx[v] != NULL)
             cg_ctx_destroy(b->ctx[v]);
     for (int v = 0; v < V_COUNT; v++) {

@@ -3,11 +3,14 @@
  * The shim core's request life (core/engine/hvd_queue.c) across forked ranks:
  * released requests are reused by later enqueues (steps of hundreds of
  * handles allocate nothing once warm), a request released while pending
- * is recycled when it completes, requests outlive a destroyed core, and
- * threads waiting on different requests of one fused group all wake.
+ * is recycled when it completes, requests outlive a destroyed core,
+ * threads waiting on different requests of one fused group all wake, and
+ * a wait busy-polls for CG_SPIN_TIME before it sleeps (off on too few
+ * CPUs).
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -216,5 +219,114 @@ Test(hvd_reqs, threads_waiting_on_one_group_all_wake, .timeout = 60)
     const char *env[] = {"HOROVOD_CYCLE_TIME=100", NULL};
     hj_rank_t *rep = hj_run(2, env, body_waiters, NULL);
     hj_assert_passed(rep, 2);
+    hj_free(rep, 2);
+}
+
+/* One tensor at a time, enqueued and waited on at once (each wait finds
+ * it pending: the cycle starts only for a waiter or after 1 s); the
+ * core's wait counters come back in the report. */
+static int body_one_by_one(hj_rank_t *self)
+{
+    float x[C];
+
+    for (int k = 0; k < 40; k++) {
+        cg_hvd_req_h req;
+        for (int i = 0; i < C; i++)
+            x[i] = (float)(self->rank + k);
+        cg_hvd_tensor_t t = {.name = "spin.t", .dtype = CG_DTYPE_F32,
+                             .ndim = 1, .shape = {C}, .input = x,
+                             .output = x};
+        HJ_CHECK(self, cg_hvd_enqueue_allreduce(self->core, &t, CG_OP_SUM,
+                                                1.0, 1.0, &req) == CG_OK,
+                 "enqueue: %s", cg_last_error());
+        HJ_CHECK(self, cg_hvd_wait(req) == CG_OK, "%d: %s", k,
+                 cg_hvd_error(req));
+        HJ_CHECK(self, x[C - 1] == (float)(self->size * k +
+                                           self->size * (self->size - 1) / 2),
+                 "step %d: %g", k, x[C - 1]);
+        cg_hvd_release(req);
+    }
+    return 0;
+}
+
+static int cpus_allowed(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+}
+
+/* A long spin (10 s, far beyond a 64-byte allreduce) on one rank: no wait
+ * sleeps, unless this machine gives the test a single CPU, where the core
+ * turns spinning off and every wait sleeps. */
+Test(hvd_reqs, a_wait_within_the_spin_never_sleeps, .timeout = 60)
+{
+    const char *env[] = {"HOROVOD_CYCLE_TIME=1000", "CG_SPIN_TIME=10s", NULL};
+    hj_rank_t *rep = hj_run(1, env, body_one_by_one, NULL);
+    const cg_hvd_stats_t *s = &rep[0].stats;
+
+    hj_assert_passed(rep, 1);
+    cr_assert_gt(s->waits, 0, "no wait found its request pending");
+    if (cpus_allowed() >= 2) {
+        cr_assert_eq(s->spin_ns, 10000000000ull, "spin_ns %llu",
+                     (unsigned long long)s->spin_ns);
+        cr_assert_eq(s->wait_sleeps, 0, "%llu of %llu waits slept",
+                     (unsigned long long)s->wait_sleeps,
+                     (unsigned long long)s->waits);
+    } else {
+        cr_assert_eq(s->spin_ns, 0);
+        cr_assert_eq(s->wait_sleeps, s->waits);
+    }
+    hj_free(rep, 1);
+}
+
+/* CG_SPIN_TIME=0: every wait that finds its request pending sleeps. */
+Test(hvd_reqs, spin_off_every_pending_wait_sleeps, .timeout = 60)
+{
+    const char *env[] = {"HOROVOD_CYCLE_TIME=1000", "CG_SPIN_TIME=0", NULL};
+    hj_rank_t *rep = hj_run(2, env, body_one_by_one, NULL);
+
+    hj_assert_passed(rep, 2);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(rep[r].stats.spin_ns, 0);
+        cr_assert_gt(rep[r].stats.waits, 0, "rank %d", r);
+        cr_assert_eq(rep[r].stats.wait_sleeps, rep[r].stats.waits,
+                     "rank %d: %llu of %llu waits slept", r,
+                     (unsigned long long)rep[r].stats.wait_sleeps,
+                     (unsigned long long)rep[r].stats.waits);
+    }
+    hj_free(rep, 2);
+}
+
+/* Ranks bound to one CPU each, or more ranks than half this host's CPUs
+ * when unbound: the core turns CG_SPIN_TIME off (a spinning waiter would
+ * take the CPU from the thread it waits for); results stay right. */
+Test(hvd_reqs, spin_is_off_when_cpus_are_too_few, .timeout = 60)
+{
+    const char *env[] = {"CG_SPIN_TIME=10s", NULL};
+    int cpus = cpus_allowed();
+    bool bound = cpus < sysconf(_SC_NPROCESSORS_ONLN);
+    bool on = bound ? cpus >= 2 : cpus >= 2 * 2;
+    hj_rank_t *rep;
+    cpu_set_t one;
+
+    /* As this test runs (on the 2-CPU CI machine: off), two ranks. */
+    rep = hj_run(2, env, body_one_by_one, NULL);
+    hj_assert_passed(rep, 2);
+    for (int r = 0; r < 2; r++)
+        cr_assert_eq(rep[r].stats.spin_ns, on ? 10000000000ull : 0,
+                     "rank %d of 2 on %d CPUs (%s): spin_ns %llu", r, cpus,
+                     bound ? "bound" : "unbound",
+                     (unsigned long long)rep[r].stats.spin_ns);
+    hj_free(rep, 2);
+    /* Bound to one CPU (the forked ranks inherit it). */
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &one);
+    cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+    rep = hj_run(2, env, body_one_by_one, NULL);
+    hj_assert_passed(rep, 2);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(rep[r].stats.spin_ns, 0, "rank %d bound to 1 CPU", r);
+        cr_assert_eq(rep[r].stats.wait_sleeps, rep[r].stats.waits);
+    }
     hj_free(rep, 2);
 }
