@@ -12,6 +12,11 @@
 # usage: integration/gpu/run.sh OUTDIR [BUILD_DIR] [UCX_HEADERS_DIR]
 #   UCX_HEADERS_DIR: a folder with include/{ucp,uct,ucs,ucm} for a host
 #   that has UCX's runtime libraries but no headers (tests/perf/ucx_runtime_pc.sh)
+# Environment: GPU_SUITE_PARTS (default "smoke check bench": all) runs
+#   only the parts named, for machines that cap a command's time (one
+#   H200: smoke ~2 min, check ~5.5 min, bench ~2 min; the build, ~20 s,
+#   and collguard-info run in every call); STEP_REPEAT (1) runs the step
+#   benchmark's variants that many times.
 set -u
 out=${1:?usage: $0 OUTDIR [BUILD_DIR] [UCX_HEADERS_DIR]}
 build=${2:-build-gpu}
@@ -45,6 +50,15 @@ fi
 step build bash -c "cmake -S . -B '$build' -G Ninja ${cfg[*]:-} &&
                     ninja -C '$build'" || { cat "$out/build.txt" | tail -40; exit 1; }
 step collguard-info "$build/plugin/collguard-info"
+parts=" ${GPU_SUITE_PARTS:-smoke check bench} "
+for p in $parts; do
+    case $p in smoke|check|bench) ;;
+    *) echo "$0: GPU_SUITE_PARTS: unknown part '$p' (smoke, check, bench)" >&2
+       exit 2 ;;
+    esac
+done
+part() { [[ $parts == *" $1 "* ]]; }
+if part smoke; then
 step ctest-gpu bash -c "cd '$build' && ctest -L gpu --output-on-failure"
 # Two ranks: NCCL needs a GPU each; on one GPU they share it through
 # COLLGUARD (host-staged).
@@ -54,16 +68,18 @@ step context-2-ranks env HOROVOD_GPU_OPERATIONS=$be \
     "$build/transport/collguard-run" -np 2 --timeout 120s \
     -- "$build/integration/gpu/cuda_context_check"
 step gpu-smoke bash integration/gpu/run_gpu_smoke.sh "$build" 5
-# The correctness suite: every dtype x op, roots, ragged allgather,
-# reducescatter, fused steps, a ballast mid-run; NCCL, COLLGUARD (2 and 4
-# ranks), MPI, each plain, with allocation faults, staging pipeline off.
-step gpu-check bash integration/gpu/gpu_check.sh "$build"
 # The same smoke with one cudaMemcpyAsync per tensor (batched copies off).
 step gpu-smoke-unbatched env CG_GPU_BATCH_COPIES=0 \
     bash integration/gpu/run_gpu_smoke.sh "$build" 3
 # The staged path one chunk at a time (the two-slot pipeline off).
 step gpu-smoke-serial env CG_GPU_STAGE_PIPELINE=0 \
     bash integration/gpu/run_gpu_smoke.sh "$build" 3
+fi
+# The correctness suite: every dtype x op, roots, ragged allgather,
+# reducescatter, fused steps, a ballast mid-run; NCCL, COLLGUARD (2 and 4
+# ranks), MPI, each plain, with allocation faults, staging pipeline off.
+part check && step gpu-check bash integration/gpu/gpu_check.sh "$build"
+part bench || { cat "$out/summary.txt"; exit $failed; }
 # What the staging pipeline hides: 2 ranks staged through COLLGUARD,
 # pipeline on and off alternating in one run.
 if [ -x "$build/integration/gpu/stage_bench" ]; then
@@ -74,7 +90,7 @@ fi
 # 1000 x 4 KiB CUDA tensors: the shim (NCCL) against NCCL's own calls, in
 # place and out of place, batched copies on and off, alternating.
 if [ -x "$build/integration/gpu/gpu_step_bench" ]; then
-    for r in 1 2; do
+    for r in $(seq "${STEP_REPEAT:-1}"); do
         for o in "" -o; do
             step "step-bench-batched${o}-$r" \
                 "$build/integration/gpu/gpu_step_bench" $o
@@ -82,6 +98,10 @@ if [ -x "$build/integration/gpu/gpu_step_bench" ]; then
                 "$build/integration/gpu/gpu_step_bench" $o
         done
     done
+    # The hand-offs between caller and background thread without the
+    # busy-poll: what CG_SPIN_TIME saves per fused op.
+    step step-bench-spin-off-o env CG_SPIN_TIME=0 \
+        "$build/integration/gpu/gpu_step_bench" -o
 fi
 cat "$out/summary.txt"
 exit $failed
