@@ -185,15 +185,26 @@ int main(int argc, char **argv)
     bad += check(out, n, count, host, size);
     double shim = median(t + warm, steps);
 
-    /* The shim: one tensor of the fused size, as its own fused op. */
+    /* The shim: one tensor of the fused size, as its own fused op; the
+     * background thread's time in it from the core's stats. */
+    cg_hvd_stats_t k0, k1;
     for (int s = 0; s < warm + steps; s++) {
+        if (s == warm)
+            cg_hvd_core_stats(core, &k0);
         if (s == warm + steps - 1)
             CK(fill(&fused, 1, fcount, host));
         if ((t[s] = shim_step(core, 1, &fused, &fout, fcount, gpu, req)) < 0)
             return 1;
     }
+    cg_hvd_core_stats(core, &k1);
     bad += check(&fout, 1, fcount, host, size);
     double shim1 = median(t + warm, steps);
+    double neg1 = (double)(k1.negotiate_ns - k0.negotiate_ns) / steps / 1e3;
+    double exe1 = (double)(k1.execute_ns - k0.execute_ns) / steps / 1e3;
+    double slept = k1.waits > k0.waits
+                       ? (double)(k1.wait_sleeps - k0.wait_sleeps) /
+                             (double)(k1.waits - k0.waits)
+                       : 0.0;
 
     /* The governor's probe: what one sample costs. */
     uint64_t f, tot;
@@ -240,6 +251,18 @@ int main(int argc, char **argv)
         t[s] = now_ms() - t0;
     }
     double one = median(t + warm, steps);
+    /* The same, completion polled (cudaStreamQuery) as the shim's thread
+     * polls it, not waited for by cudaStreamSynchronize. */
+    for (int s = 0; s < warm + steps; s++) {
+        double t0 = now_ms();
+        cudaError_t q;
+        CK(ncclAllReduce(fused, fout, fcount, ncclFloat, ncclSum, nc, st));
+        while ((q = cudaStreamQuery(st)) == cudaErrorNotReady)
+            ;
+        CK(q);
+        t[s] = now_ms() - t0;
+    }
+    double polled = median(t + warm, steps);
     ncclCommDestroy(nc);
 
     if (rank != 0)
@@ -253,11 +276,16 @@ int main(int argc, char **argv)
     printf("shim fused step           %8.3f ms\n", shim);
     printf("%d x ncclAllReduce      %8.3f ms   (shim %.2fx faster)\n", n,
            calls, calls / shim);
-    printf("1 x ncclAllReduce fused   %8.3f ms\n", one);
+    printf("1 x ncclAllReduce fused   %8.3f ms   (%.3f ms polled)\n", one,
+           polled);
     printf("shim, 1 tensor fused size %8.3f ms\n", shim1);
     printf("shim beyond NCCL's call: %.1f us per fused op (one tensor); "
            "the step %.3f us per tensor beyond it\n", (shim1 - one) * 1e3,
            (shim - one) * 1e3 / n);
+    printf("  in it, the background thread per fused op (means): negotiate "
+           "%.1f us, execute %.1f us (NCCL's call and its wait included); "
+           "waits that slept: %.0f%% (CG_SPIN_TIME %.0f us)\n", neg1, exe1,
+           slept * 100, k1.spin_ns / 1e3);
     printf("batched-copy kernels: %.1f launches and %.0f copies per step; "
            "NCCL calls queued behind the copies: %.1f per step\n",
            (double)(l1 - l0) / steps, (double)(c1 - c0) / steps,
