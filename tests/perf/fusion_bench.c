@@ -361,11 +361,11 @@ static void report(bench_t *b)
         const samples_t *f = &b->s[V_FUSED];
         double steps = (double)b->o.rounds * b->o.steps;
         printf("# fused step, rank 0's background thread (means, waits "
-               "for the other ranks included): negotiation %.3f ms, "
-               "execution %.3f ms (copies, collective, completion); enqueue "
-               "%.3f ms on the caller's thread\n",
-               (double)f->neg_ns / steps / 1e6,
-               (double)f->exec_ns / steps / 1e6, enq[V_FUSED]);
+               "for the other ranks included): negotiation %.1f us, "
+               "execution %.1f us (copies, collective, completion); enqueue "
+               "%.1f us on the caller's thread\n",
+               (double)f->neg_ns / steps / 1e3,
+               (double)f->exec_ns / steps / 1e3, enq[V_FUSED] * 1e3);
     }
     if (has(b, V_FUSED))
         printf("# cycles per fused step: %.1f (CG_CYCLE_TIME)\n",
