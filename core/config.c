@@ -217,6 +217,7 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      "Horovod shim: how long a thread waiting on a request, and the "
      "background thread after a cycle, busy-poll before sleeping (waking "
      "a sleeping thread costs 5-50us at each hand-off; bare number: us). "
+     "The most: spins that keep missing are halved, a hit restores it. "
      "Off (logged) where a rank is bound to fewer than 2 CPUs, or unbound "
      "with fewer than 2 CPUs per rank on its host; 0: always off."},
     {CG_CFG_DUPLICATE_POLICY, "CG_DUPLICATE_POLICY", {NULL, NULL},

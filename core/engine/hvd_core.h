@@ -24,6 +24,7 @@
 #include "core/coll/comm.h"
 #include "core/context.h"
 #include "core/backend/hvd_backend.h"
+#include "core/engine/hvd_spin.h"
 
 /* Walks the links of a list (the loop body must not unlink it). */
 #define CG_HVD_FOR(it, head)                                                  \
@@ -192,8 +193,15 @@ struct cg_hvd_core {
     uint64_t spin_ns;         /* CG_SPIN_TIME: busy-poll before sleeping */
     char spin_why[48];        /* why not, when CG_SPIN_TIME is set */
     /* Bumped (under lock) by a first waiter and by a stop: the thread
-     * busy-polls it after a cycle, without the lock, before it sleeps. */
+     * busy-polls it after a cycle, without the lock, before it sleeps. A
+     * line of its own: the lock's line, taken by every enqueue, must not
+     * bounce to the spinning thread and back (padded on both sides: the
+     * core's allocation is not known to be line-aligned). */
+    char kick_pad0[64];
     atomic_uint kick;
+    char kick_pad1[64];
+    cg_hvd_spin_t wait_spin;  /* the waiters' budget (hvd_spin.h) */
+    cg_hvd_spin_t cycle_spin; /* the thread's, after a cycle */
     bool progressed;          /* the last cycle announced or ran something */
     pthread_cond_t wake_cond; /* stop asked (the thread sleeps on it) */
     cg_list_t inbox;

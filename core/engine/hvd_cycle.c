@@ -36,25 +36,31 @@ static bool cg__hurry(const cg_hvd_core_t *core)
 
 /* Under the lock: sleeps until t_end, a stop or a reason to hurry. After
  * a cycle that ran something (spin), first busy-polls the kick counter
- * for up to CG_SPIN_TIME with the lock let go: a caller that waits on its
- * next request within that time starts the cycle without a futex wake-up
- * (5-50us on each hand-off, the shim's cost per fused op). */
+ * with the lock let go, for the budget hvd_spin.h keeps (CG_SPIN_TIME at
+ * most): a caller that waits on its next request within that time starts
+ * the cycle without a futex wake-up (5-50us on each hand-off, the shim's
+ * cost per fused op). */
 static void cg__sleep_until(cg_hvd_core_t *core, uint64_t t_end, bool spin)
 {
     struct timespec ts = {(time_t)(t_end / 1000000000ull),
                           (long)(t_end % 1000000000ull)};
+    uint64_t budget = 0;
 
-    if (spin && core->spin_ns > 0 && !core->stop && !cg__hurry(core)) {
+    if (spin && core->spin_ns > 0 && !core->stop && !cg__hurry(core))
+        budget = cg_hvd_spin_take(&core->cycle_spin, core->spin_ns);
+    if (budget > 0) {
         unsigned k = atomic_load_explicit(&core->kick, memory_order_relaxed);
-        uint64_t t_spin = cg_now_ns() + core->spin_ns;
+        uint64_t t_spin = cg_now_ns() + budget;
+        bool hit;
 
         if (t_spin > t_end)
             t_spin = t_end;
         pthread_mutex_unlock(&core->lock);
-        while (atomic_load_explicit(&core->kick, memory_order_relaxed) ==
-                   k &&
+        while (!(hit = atomic_load_explicit(&core->kick,
+                                            memory_order_relaxed) != k) &&
                cg_now_ns() < t_spin)
             cg_cpu_relax();
+        cg_hvd_spin_result(&core->cycle_spin, core->spin_ns, hit);
         pthread_mutex_lock(&core->lock);
     }
     while (!core->stop && !cg__hurry(core) && cg_now_ns() < t_end)
@@ -336,6 +342,8 @@ static void cg__fields(cg_hvd_core_t *core, cg_ctx_h ctx, cg_bootstrap_t *bs,
     core->cycle_ns = ctx->cfg.cycle_time_ns;
     core->spin_ns = cg__spin_ns(ctx, core->spin_why, sizeof(core->spin_why));
     core->stats.spin_ns = core->spin_ns;
+    cg_hvd_spin_init(&core->wait_spin, core->spin_ns);
+    cg_hvd_spin_init(&core->cycle_spin, core->spin_ns);
     core->dup_policy = (cg_dup_policy_t)ctx->cfg.duplicate_policy;
     cg_list_init(&core->inbox);
     cg_hvd_queue_init(core);

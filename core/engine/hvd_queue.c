@@ -559,6 +559,8 @@ static bool cg__spin_done(struct cg_hvd_req *req, uint64_t spin_ns)
 cg_status_t cg_hvd_wait(cg_hvd_req_h req)
 {
     cg_hvd_core_t *core;
+    uint64_t spin;
+    bool hit;
 
     if (req == NULL)
         return cg_error_set(CG_ERR_INVALID_PARAM, "cg_hvd_wait: the request "
@@ -576,11 +578,15 @@ cg_status_t cg_hvd_wait(cg_hvd_req_h req)
         }
         req->waiters++; /* both taken back by cg__finish */
         core->stats.waits++;
-        if (core->spin_ns > 0) {
+        spin = cg_hvd_spin_take(&core->wait_spin, core->spin_ns);
+        if (spin > 0) {
             /* Short collectives end within CG_SPIN_TIME: polled without
              * the lock, no futex wake-up on the way back. */
+            core->stats.wait_spins++;
             pthread_mutex_unlock(&core->lock);
-            if (cg__spin_done(req, core->spin_ns))
+            hit = cg__spin_done(req, spin);
+            cg_hvd_spin_result(&core->wait_spin, core->spin_ns, hit);
+            if (hit)
                 return req->status;
             pthread_mutex_lock(&core->lock);
         }

@@ -140,13 +140,15 @@ typedef struct cg_hvd_stats {
      * stage_slot_bytes: what each of this rank's two slots holds. */
     uint64_t stage_chunk_bytes;
     uint64_t stage_slot_bytes;
-    /* cg_hvd_wait calls that found their request not yet done, and those
-     * of them that slept on a condition variable (the rest saw it done
-     * while busy-polling); spin_ns: the busy-poll in effect, CG_SPIN_TIME
-     * or 0 where this rank's CPUs are too few (its INFO line says why). */
+    /* cg_hvd_wait calls that found their request not yet done, those of
+     * them that busy-polled first and those that slept on a condition
+     * variable (the rest saw it done while polling); spin_ns: the most a
+     * wait polls, CG_SPIN_TIME or 0 where this rank's CPUs are too few
+     * (its INFO line says why); spins that keep missing poll less. */
     uint64_t waits;
     uint64_t wait_sleeps;
     uint64_t spin_ns;
+    uint64_t wait_spins;
 } cg_hvd_stats_t;
 
 /* Collective over the ctx's bootstrap (ctx created with

@@ -2,8 +2,9 @@
 # The ThreadSanitizer stage: builds build-tsan/ (gcc, -fsanitize=thread)
 # with only what its tests need and runs the tests that exercise threads
 # and processes together: the engine's background thread through the
-# shim (init/shutdown cycles, the ABI check and the training demo on 2-4
-# ranks), the ring, shared-memory, broadcast and allgather collectives,
+# shim (init/shutdown cycles on 1 rank, where the two threads hand work
+# over by busy-polling, and on 2; the ABI check and the training demo on
+# 2-4 ranks), the ring, shared-memory, broadcast and allgather collectives,
 # and the NCCL net plugin harness (its second thread registering and
 # listening while data moves), over sockets and UCX. Criterion's units
 # cannot run under TSan here (BoxFort maps its arena MAP_FIXED at a random
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/../.."
 targets=(collguard-run hvd_cycles hvd_abi_check collguard-train-demo
          cg_allreduce_perf cg_broadcast_perf cg_allgather_perf
          np_harness nccl-net-collguard)
-tests='^(hvd_cycles_2ranks|hvd_abi_collguard_run|train_demo_collguard_run'
+tests='^(hvd_cycles_[12]ranks?|hvd_abi_collguard_run|train_demo_collguard_run'
 tests+='|coll_allreduce_np[23]|coll_allreduce_ring_small|coll_broadcast_np3'
 tests+='|coll_allgather_np3|coll_allreduce_ucx_np3|nccl_net_v11_(socket|ucx))$'
 cmake -S . -B build-tsan -G Ninja -DCG_SANITIZE=thread -DCG_WITH_CUDA=OFF \

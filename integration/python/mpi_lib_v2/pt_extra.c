@@ -143,7 +143,7 @@ PyObject *pt_core_stats(PyObject *self, PyObject *args)
 #define PT__K(f) #f, (unsigned long long)s.f
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K,s:K,s:K,s:K,s:K}",
+        "s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
         PT__K(cycles), PT__K(allreduce_calls), PT__K(allreduce_tensors),
         PT__K(fused_calls), PT__K(max_fused_tensors), PT__K(duplicates),
         PT__K(mismatches), PT__K(fusion_bytes), PT__K(fused_bytes),
@@ -151,6 +151,6 @@ PyObject *pt_core_stats(PyObject *self, PyObject *args)
         PT__K(allgather_tensors), PT__K(execute_ns), PT__K(grouped_calls),
         PT__K(alltoall_calls), PT__K(alltoall_bytes),
         PT__K(stage_chunk_bytes), PT__K(stage_slot_bytes), PT__K(waits),
-        PT__K(wait_sleeps), PT__K(spin_ns));
+        PT__K(wait_sleeps), PT__K(spin_ns), PT__K(wait_spins));
 #undef PT__K
 }

@@ -6,11 +6,12 @@
  * is recycled when it completes, requests outlive a destroyed core,
  * threads waiting on different requests of one fused group all wake, and
  * a wait busy-polls for CG_SPIN_TIME before it sleeps (off on too few
- * CPUs).
+ * CPUs, and less and less while its spins keep missing).
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -329,4 +330,53 @@ Test(hvd_reqs, spin_is_off_when_cpus_are_too_few, .timeout = 60)
         cr_assert_eq(rep[r].stats.wait_sleeps, rep[r].stats.waits);
     }
     hj_free(rep, 2);
+}
+
+/* 64 waits, each on a 16 MiB allreduce out of place (on one rank a copy
+ * of 16 MiB: far longer than a 100 us spin): the spins miss, the budget
+ * halves down to nothing and only every 8th wait tries a whole spin. */
+static int body_long_ops(hj_rank_t *self)
+{
+    size_t n = (16u << 20) / sizeof(float);
+    float *x = calloc(n, sizeof(float)), *y = calloc(n, sizeof(float));
+
+    HJ_CHECK(self, x != NULL && y != NULL, "calloc");
+    for (int k = 0; k < 64; k++) {
+        cg_hvd_req_h req;
+        x[0] = (float)k;
+        cg_hvd_tensor_t t = {.name = "spin.big", .dtype = CG_DTYPE_F32,
+                             .ndim = 1, .shape = {(int64_t)n}, .input = x,
+                             .output = y};
+        HJ_CHECK(self, cg_hvd_enqueue_allreduce(self->core, &t, CG_OP_SUM,
+                                                1.0, 1.0, &req) == CG_OK,
+                 "enqueue: %s", cg_last_error());
+        HJ_CHECK(self, cg_hvd_wait(req) == CG_OK, "%d: %s", k,
+                 cg_hvd_error(req));
+        HJ_CHECK(self, y[0] == (float)k, "step %d: %g", k, y[0]);
+        cg_hvd_release(req);
+    }
+    free(x);
+    free(y);
+    return 0;
+}
+
+Test(hvd_reqs, spins_that_keep_missing_poll_less, .timeout = 120)
+{
+    const char *env[] = {"CG_SPIN_TIME=100us", "CG_FUSION_THRESHOLD=0",
+                         NULL};
+    hj_rank_t *rep = hj_run(1, env, body_long_ops, NULL);
+    const cg_hvd_stats_t *s = &rep[0].stats;
+
+    hj_assert_passed(rep, 1);
+    cr_assert_eq(s->wait_sleeps, s->waits, "%llu of %llu waits slept",
+                 (unsigned long long)s->wait_sleeps,
+                 (unsigned long long)s->waits);
+    if (cpus_allowed() >= 2) {
+        /* 100, 50, 25, 12.5, 6.25 us, then 0 but a whole one in 8. */
+        cr_assert(s->wait_spins > 0 && s->wait_spins <= 16,
+                  "%llu of %llu waits spun", (unsigned long long)s->wait_spins,
+                  (unsigned long long)s->waits);
+        cr_assert_gt(s->waits, 48, "%llu", (unsigned long long)s->waits);
+    }
+    hj_free(rep, 1);
 }
