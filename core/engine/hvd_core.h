@@ -145,6 +145,7 @@ typedef struct cg_hvd_slot {
     uint32_t index;          /* its bit */
     bool used;
     struct cg_hvd_req *pending; /* this rank's request waiting on the bit */
+    cg_list_t pend_link;     /* cache.pend while pending is set */
     uint64_t since_ns;       /* when it started waiting */
 } cg_hvd_slot_t;
 
@@ -152,6 +153,7 @@ typedef struct cg_hvd_cache {
     uint32_t capacity;       /* agreed: min over ranks; 0 off */
     uint32_t hw;             /* slots ever used: bits in the vector */
     uint32_t npending;       /* slots with a pending request */
+    cg_list_t pend;          /* those slots (each cycle sets their bits) */
     cg_hvd_slot_t **chunks;  /* 64 slots each, allocated as hw grows */
     cg_list_t lru;
     cg_list_t free;          /* evicted slots below hw, reused first */
@@ -418,6 +420,8 @@ cg_status_t cg_hvd_cache_setup(cg_hvd_core_t *core, uint32_t capacity);
 void cg_hvd_cache_cleanup(cg_hvd_core_t *core);
 /* Slot s (below cache.hw). */
 cg_hvd_slot_t *cg_hvd_cache_slot(const cg_hvd_cache_t *c, uint32_t s);
+/* Takes slot s's pending request off it (NULL when none). */
+struct cg_hvd_req *cg_hvd_cache_unpend(cg_hvd_cache_t *c, cg_hvd_slot_t *s);
 
 /* In a loop over the cycle's ready list at j: prefetches the entry 16
  * ahead and the request of the one 8 ahead. A step of a thousand small

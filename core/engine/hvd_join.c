@@ -90,9 +90,7 @@ static cg_status_t cg__unpend_cache(cg_hvd_core_t *core)
         cg_hvd_slot_t *s = cg_hvd_cache_slot(c, i);
         if (s->pending == NULL)
             continue;
-        st = cg_hvd_reqv_push(core, &core->redo, s->pending);
-        s->pending = NULL;
-        c->npending--;
+        st = cg_hvd_reqv_push(core, &core->redo, cg_hvd_cache_unpend(c, s));
     }
     return st;
 }

@@ -102,8 +102,7 @@ static cg_status_t cg__push_cached(cg_hvd_core_t *core, uint64_t after)
         st = cg_hvd_reqv_push(core, &core->ann, s->pending);
         if (st != CG_OK)
             return st;
-        s->pending = NULL;
-        c->npending--;
+        (void)cg_hvd_cache_unpend(c, s);
     }
     return CG_OK;
 }
