@@ -19,7 +19,10 @@
 # code. On 2026-12-02 that was not reproduced (1220 paired rounds, none
 # fast), but in 4 of 14 pairs the plugin's link stayed 0.41-0.58 us beside
 # a transport at 0.31-0.44 for the pair's life: a level per pair, hence
-# several pairs and the range (net_plugin_perf.c has the counts).
+# several pairs and the range (net_plugin_perf.c has the counts). The
+# bench's own floor: `net_plugin_perf paired control ...` pairs the
+# transport against itself the same way; read a plugin's ratio against
+# that control's, measured in the same spell, not against 1.
 # Usage: tests/perf/net_plugin.sh [build_dir]
 # Environment: CG_TRANSPORT=ucx|socket (default ucx), CG_SOCKET_IFNAME=lo,
 #   UCX_TLS for ucx_perftest (default: UCX's choice), REPEAT=3 (pairs),

@@ -4,7 +4,7 @@
 # non-zero on a failed call, a wrong receive size or wrong received bytes)
 # and requires a bw line per size and round, a lat line per round and a
 # median line per size and for lat8, each with positive figures and ratio.
-# Usage: net_plugin_paired_check.sh PERF LIB MIN MAX ITERS LAT ROUNDS
+# Usage: net_plugin_paired_check.sh PERF LIB|control MIN MAX ITERS LAT ROUNDS
 set -euo pipefail
 perf=$1 lib=$2 min=$3 max=$4 iters=$5 lat=$6 rounds=$7
 out=$("$perf" paired "$lib" "$min" "$max" "$iters" "$lat" "$rounds")
