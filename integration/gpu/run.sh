@@ -5,18 +5,22 @@
 # with ctest (label gpu: no CUDA context before the first CUDA tensor,
 # then only on its GPU), the same check on 2 ranks, the shim's GPU smoke
 # (NCCL, COLLGUARD, MPI, pinned fallback; batched copies on and off; the
-# staging pipeline on and off), the staging-overlap benchmark, the step
-# benchmark against NCCL's own calls, and collguard-info; writes each
-# step's output to OUTDIR and a summary table to OUTDIR/summary.txt.
+# staging pipeline on and off), the correctness suite (gpu_check.sh), the
+# staging-overlap benchmark, the step benchmark against NCCL's own calls,
+# the memory-guard benchmark (memguard/run.sh: its table and plot in
+# OUTDIR/memguard) and collguard-info; writes each step's output to OUTDIR
+# and a summary table to OUTDIR/summary.txt.
 # Exit 0: every step passed; 77: no CUDA device; else the failures' count.
 # usage: integration/gpu/run.sh OUTDIR [BUILD_DIR] [UCX_HEADERS_DIR]
 #   UCX_HEADERS_DIR: a folder with include/{ucp,uct,ucs,ucm} for a host
 #   that has UCX's runtime libraries but no headers (tests/perf/ucx_runtime_pc.sh)
-# Environment: GPU_SUITE_PARTS (default "smoke check bench": all) runs
-#   only the parts named, for machines that cap a command's time (one
-#   H200: smoke ~2 min, check ~5.5 min, bench ~2 min; the build, ~20 s,
-#   and collguard-info run in every call); STEP_REPEAT (1) runs the step
-#   benchmark's variants that many times.
+# Environment: GPU_SUITE_PARTS (default "smoke check bench memguard":
+#   all) runs only the parts named, for machines that cap a command's time
+#   (one H200: smoke 1.5 min, check 4.5 min, bench 20 s, memguard about 9
+#   min; the build, ~10 s, and collguard-info run in every call);
+#   STEP_REPEAT (1) runs the step benchmark's variants that many times;
+#   CG_PYTHON (the python3 on PATH) is the Python with torch the
+#   memory-guard benchmark's module is built for and runs in.
 set -u
 out=${1:?usage: $0 OUTDIR [BUILD_DIR] [UCX_HEADERS_DIR]}
 build=${2:-build-gpu}
@@ -42,18 +46,20 @@ step() { # NAME CMD...: runs CMD, output to OUTDIR/NAME.txt, one summary row
     return $rc
 }
 
+py=${CG_PYTHON:-$(command -v python3)}
 cfg=(-DCG_WITH_UCX=OFF)
 if [ -n "$ucx" ]; then
     export PKG_CONFIG_PATH=$(tests/perf/ucx_runtime_pc.sh "$ucx")
     cfg=()
 fi
-step build bash -c "cmake -S . -B '$build' -G Ninja ${cfg[*]:-} &&
+step build bash -c "cmake -S . -B '$build' -G Ninja -DCG_PYTHON='$py' ${cfg[*]:-} &&
                     ninja -C '$build'" || { cat "$out/build.txt" | tail -40; exit 1; }
 step collguard-info "$build/plugin/collguard-info"
-parts=" ${GPU_SUITE_PARTS:-smoke check bench} "
+parts=" ${GPU_SUITE_PARTS:-smoke check bench memguard} "
 for p in $parts; do
-    case $p in smoke|check|bench) ;;
-    *) echo "$0: GPU_SUITE_PARTS: unknown part '$p' (smoke, check, bench)" >&2
+    case $p in smoke|check|bench|memguard) ;;
+    *) echo "$0: GPU_SUITE_PARTS: unknown part '$p' (smoke, check, bench," \
+            "memguard)" >&2
        exit 2 ;;
     esac
 done
@@ -79,7 +85,7 @@ fi
 # reducescatter, fused steps, a ballast mid-run; NCCL, COLLGUARD (2 and 4
 # ranks), MPI, each plain, with allocation faults, staging pipeline off.
 part check && step gpu-check bash integration/gpu/gpu_check.sh "$build"
-part bench || { cat "$out/summary.txt"; exit $failed; }
+if part bench; then
 # What the staging pipeline hides: 2 ranks staged through COLLGUARD,
 # pipeline on and off alternating in one run.
 if [ -x "$build/integration/gpu/stage_bench" ]; then
@@ -102,6 +108,18 @@ if [ -x "$build/integration/gpu/gpu_step_bench" ]; then
     # busy-poll: what CG_SPIN_TIME saves per fused op.
     step step-bench-spin-off-o env CG_SPIN_TIME=0 \
         "$build/integration/gpu/gpu_step_bench" -o
+fi
+fi
+# The memory-guard benchmark: Horovod's and DDP's defaults against the
+# governor as free memory steps down (needs torch with CUDA in $py).
+if part memguard; then
+    if ls "$build"/integration/python/mpi_lib_v2/mpi_lib_v2*.so >/dev/null 2>&1; then
+        step memguard bash integration/gpu/memguard/run.sh "$out/memguard" \
+            "$build" "$py"
+    else
+        printf '%-28s %-8s\n' memguard "skipped: no torch module (CG_PYTHON=$py)" |
+            tee -a "$out/summary.txt"
+    fi
 fi
 cat "$out/summary.txt"
 exit $failed
