@@ -31,8 +31,14 @@ if(CG_WITH_CUDA)
   endif()
 endif()
 
+# NCCL only with CUDA: its backend is the one user of it, and a build
+# without CUDA that still said NCCL=1 reported horovod_nccl_built() true
+# and failed to link its tests. (The NCCL plugins declare NCCL's structs
+# themselves and need neither.)
 set(CG_HAVE_NCCL 0)
-if(CG_WITH_NCCL)
+if(CG_WITH_NCCL AND NOT CG_HAVE_CUDA)
+  message(STATUS "NCCL: not used (CUDA is off or not found)")
+elseif(CG_WITH_NCCL)
   find_path(CG_NCCL_INCLUDE nccl.h
             HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include)
   find_library(CG_NCCL_LIBRARY nccl
