@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness_check.h"
 #include "np_drv.h"
 
 #define H NCCL_NET_HANDLE_MAXSIZE
@@ -44,17 +45,6 @@
 #define MSG 4096
 #define TPH 24 /* the transport's handle in the plugin's (np_impl.h) */
 
-static int g_fail;
-static const char *g_who = "victim";
-#define CHECK(c)                                                             \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "[%s] %s:%d: check failed: %s\n", g_who,        \
-                    __FILE__, __LINE__, #c);                                 \
-            g_fail = 1;                                                      \
-        }                                                                    \
-    } while (0)
-#define OK(e) CHECK((e) == ncclSuccess)
 
 static int64_t now_ms(void)
 {
@@ -494,6 +484,7 @@ int main(int argc, char **argv)
     int64_t t0, accept_ms, connect_ms = -1, flood_ms;
     char c = 'g';
 
+    g_who = "victim";
     if (argc != 2) {
         fprintf(stderr, "usage: np_flood LIB\n");
         return 2;

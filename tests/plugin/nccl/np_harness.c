@@ -24,21 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness_check.h"
 #include "np_drv.h"
 
 #define H NCCL_NET_HANDLE_MAXSIZE
 
-static int g_fail;
-static const char *g_who = "?";
-#define CHECK(c)                                                             \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "[%s] %s:%d: check failed: %s\n", g_who,        \
-                    __FILE__, __LINE__, #c);                                 \
-            g_fail = 1;                                                      \
-        }                                                                    \
-    } while (0)
-#define OK(e) CHECK((e) == ncclSuccess)
 /* The table slot in a handle id (np_impl.h's layout: bits 12..27), to
  * check that a registration reused a freed one's slot. */
 #define ID_SLOT(id) (((uintptr_t)(id) >> 12) & 0xffffu)

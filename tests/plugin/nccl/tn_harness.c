@@ -18,17 +18,9 @@
 #include "plugin/nccl/tuner_v3.h"
 #include "plugin/nccl/tuner_v4.h"
 #include "plugin/nccl/tuner_v5.h"
+#include "harness_check.h"
 
 enum { NA = NCCL_NUM_ALGORITHMS_V5, NP = NCCL_NUM_PROTOCOLS_V5 };
-static int g_fail;
-#define CHECK(c)                                                             \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-                    #c);                                                     \
-            g_fail = 1;                                                      \
-        }                                                                    \
-    } while (0)
 
 static void *g_tab;
 static int g_ver;
@@ -136,6 +128,7 @@ int main(int argc, char **argv)
 
     if (argc != 4)
         return 2;
+    g_who = "tuner";
     g_ver = atoi(argv[2]);
     const char *mode = argv[3];
     lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The NCCL plugin harnesses' soft checks (np_harness.c, np_flood.c,
+ * tn_harness.c): a failed CHECK prints the process's role (g_who), the
+ * place and the condition and marks the run failed (g_fail), and the run
+ * goes on to the next check; OK(e) checks that a plugin call returned
+ * ncclSuccess. Each harness is one program: the state is its own.
+ */
+#ifndef CG_TESTS_PLUGIN_NCCL_HARNESS_CHECK_H
+#define CG_TESTS_PLUGIN_NCCL_HARNESS_CHECK_H
+
+#include <stdio.h>
+
+static int g_fail;
+static const char *g_who = "?";
+
+#define CHECK(c)                                                             \
+    do {                                                                     \
+        if (!(c)) {                                                          \
+            fprintf(stderr, "[%s] %s:%d: check failed: %s\n", g_who,        \
+                    __FILE__, __LINE__, #c);                                 \
+            g_fail = 1;                                                      \
+        }                                                                    \
+    } while (0)
+#define OK(e) CHECK((e) == ncclSuccess)
+
+#endif
