@@ -18,7 +18,9 @@
 #           (collguard.torch, CUDA tensors) through NCCL and COLLGUARD with
 #           a rank per GPU, the CUDA context check (rank i touches only
 #           GPU i), gpu_check through NCCL, the 1000-tensor step against
-#           1000 ncclAllReduce calls (gpu_step_bench)
+#           1000 ncclAllReduce calls (gpu_step_bench), the memory-guard
+#           benchmark with a rank per GPU through NCCL and COLLGUARD
+#           (memguard/run.sh, MEMGUARD_RANKS)
 #   nodes   two "nodes" (NCCL_HOSTID per half of the GPUs, NVLink/P2P
 #           within one): NCCL's lines show which peers go through
 #           NET/collguard; busbw against NCCL_NET=Socket (2+ GPUs)
@@ -195,7 +197,7 @@ if [[ $runs == *" shim "* ]]; then
         local name=$1 log=$out/logs/shim-${1// /_}.txt
         shift
         if "$@" >"$log" 2>&1; then r=ok; else r="FAILED ($?)"; ok=0; fi
-        echo "| $name | $r | $(grep -hE '^(\[[0-9]+\] )?(gpu_check: [0-9]+ cases|[0-9]+ passed|shim fused step|[0-9]+ x ncclAllReduce|shim, 1 tensor|shim beyond|# results)|passed in' "$log" | sed 's/^\[[0-9]*\] //' | sort -u | head -8 | tr -s ' ' | tr '\n' ';') |" >>"$out/shim.md"
+        echo "| $name | $r | $(grep -hE '^(\[[0-9]+\] )?(gpu_check: [0-9]+ cases|[0-9]+ passed|shim fused step|[0-9]+ x ncclAllReduce|shim, 1 tensor|shim beyond|# results|targets: )|passed in' "$log" | sed 's/^\[[0-9]*\] //' | sort -u | head -8 | tr -s ' ' | tr '\n' ';') |" >>"$out/shim.md"
     }
     echo "| run | result | detail |" >>"$out/shim.md"
     echo "|---|---|---|" >>"$out/shim.md"
@@ -219,8 +221,22 @@ if [[ $runs == *" shim "* ]]; then
     if [ $shared = no ]; then
         shim1 "CUDA contexts: rank i only on GPU i, NCCL" env HOROVOD_GPU_OPERATIONS=NCCL \
             "$launch" -np "$np" --timeout 120s -- "$build/integration/gpu/cuda_context_check"
+        # The memory-guard benchmark with a rank per GPU, each GPU squeezed
+        # to F (its table in OUTDIR/memguard).
+        if [ -n "$mod" ]; then
+            shim1 "memory guard, a rank per GPU, NCCL" env MEMGUARD_RANKS="$np" \
+                HOROVOD_GPU_OPERATIONS=NCCL bash "$root/integration/gpu/memguard/run.sh" \
+                "$out/memguard-nccl" "$build" "$py"
+            # The defaults' reproductions do not use the shim: collguard's
+            # cases only, host-staged.
+            shim1 "memory guard, a rank per GPU, COLLGUARD" env MEMGUARD_RANKS="$np" \
+                MEMGUARD_MODES="collguard grow" HOROVOD_GPU_OPERATIONS=COLLGUARD \
+                bash "$root/integration/gpu/memguard/run.sh" \
+                "$out/memguard-collguard" "$build" "$py"
+        fi
     else
         echo "| CUDA contexts: rank i only on GPU i | needs a GPU per rank | |" >>"$out/shim.md"
+        echo "| memory guard, a rank per GPU | needs a GPU per rank | |" >>"$out/shim.md"
     fi
     cat "$out/shim.md"
     [ $ok = 1 ] || failed=$((failed + 1))

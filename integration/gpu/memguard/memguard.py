@@ -20,8 +20,17 @@ Modes (one per process, so nothing allocated by one case helps another):
   grow       collguard with a ballast that grows each step until little is
              left: when the early warning fires, how the buffers shrink,
              whether any allocation failed
-Prints one JSON object (the last line of stdout).
+Several ranks (issue 17: a rank per GPU) under collguard-run, torchrun or
+mpirun: rank, size and local rank from the launcher's variables; each rank
+on GPU local rank (--device auto); torch.distributed meets at MASTER_ADDR
+and MASTER_PORT, which the launching script sets; every rank holds the
+same gradients, so the average is exact where the rank count is a power
+of two (elsewhere "exact" is null and max_rel_err says how close). A
+ballast (--free) needs a GPU per rank. On a CPU (--device cpu --scale 16)
+the modes run as a dry run of the same code, gloo for torch.distributed.
+Prints one JSON object per rank (the last line of its stdout).
   memguard.py --mode M --dtype fp32|bf16 [--free BYTES] [--steps N]
+              [--device auto|cpu|cuda:N]
 """
 import argparse
 import json
@@ -35,6 +44,21 @@ import torch
 
 MiB = 1 << 20
 HOROVOD_FUSION_THRESHOLD = 128 * MiB
+
+
+def launcher_ranks():
+    """(rank, size, local rank) from collguard-run, torchrun or mpirun."""
+    for r, n, l in (("CG_RUN_RANK", "CG_RUN_SIZE", "CG_RUN_LOCAL_RANK"),
+                    ("RANK", "WORLD_SIZE", "LOCAL_RANK"),
+                    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                     "OMPI_COMM_WORLD_LOCAL_RANK")):
+        if r in os.environ and n in os.environ:
+            return (int(os.environ[r]), int(os.environ[n]),
+                    int(os.environ.get(l, os.environ[r])))
+    return 0, 1, 0
+
+
+RANK, SIZE, LOCAL_RANK = launcher_ranks()
 
 
 def gpt2_medium_shapes(scale=1):
@@ -159,9 +183,12 @@ def init_process_group(dev):
     if dist.is_initialized():
         return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if SIZE > 1 and "MASTER_PORT" not in os.environ:
+        raise RuntimeError("memguard.py: %d ranks need MASTER_PORT (the same "
+                           "on every rank) for torch.distributed" % SIZE)
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
     dist.init_process_group("nccl" if dev.type == "cuda" else "gloo",
-                            rank=0, world_size=1)
+                            rank=RANK, world_size=SIZE)
 
 
 class ScaledSum(torch.nn.Module):
@@ -311,7 +338,7 @@ def interleaved(args, out, dev, hvd, stepper, grads, refs, ballast):
     out["step_ms_mean"] = trimmed_mean(squeezed) * 1e3
     out["slowdown"] = out["step_ms_mean"] / out["base_step_ms_mean"]
     out["round_slowdowns"] = rounds
-    out["exact"] = all(torch.equal(g, r) for g, r in zip(grads, refs))
+    out["exact"], out["max_rel_err"] = check_exact(grads, refs)
     out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
     out["collguard"] = peak_snap
     out["collguard_stats"] = hvd.core_stats()
@@ -319,8 +346,37 @@ def interleaved(args, out, dev, hvd, stepper, grads, refs, ballast):
     return out
 
 
+def pick_device(name):
+    """--device auto: this rank's GPU (local rank), else the CPU."""
+    if name != "auto":
+        return torch.device(name)
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", LOCAL_RANK % torch.cuda.device_count())
+
+
+def check_exact(grads, refs):
+    """Every rank averaged identical gradients: bit-exact where the rank
+    count is a power of two (x * n / n); else (None, the largest relative
+    error)."""
+    err = 0.0
+    for g, r in zip(grads, refs):
+        d = (g.float() - r.float()).abs().max().item()
+        m = r.float().abs().max().item()
+        err = max(err, d / m if m > 0 else d)
+    if SIZE & (SIZE - 1) == 0:
+        return all(torch.equal(g, r) for g, r in zip(grads, refs)), err
+    return None, err
+
+
 def run(args, out):
-    dev = torch.device(args.device)
+    dev = pick_device(args.device)
+    out["rank"], out["ranks"], out["device"] = RANK, SIZE, str(dev)
+    if args.free is not None and dev.type == "cuda" and \
+            LOCAL_RANK >= torch.cuda.device_count():
+        raise RuntimeError("memguard.py: a ballast (--free) needs a GPU per "
+                           "rank: local rank %d, %d GPU(s)" %
+                           (LOCAL_RANK, torch.cuda.device_count()))
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
         torch.cuda.init()
@@ -405,10 +461,11 @@ def run(args, out):
         times[1:] if len(times) > 1 else times) * 1e3
     out["first_step_ms"] = times[0] * 1e3
     if refs is not None:
-        out["exact"] = all(torch.equal(g, r) for g, r in zip(grads, refs))
+        out["exact"], out["max_rel_err"] = check_exact(grads, refs)
     else:
-        want = torch.tensor(c, dtype=dtype)
-        out["exact"] = all(bool(torch.all(g == want.to(dev))) for g in grads)
+        want = torch.full((1,), c, dtype=dtype, device=dev)
+        out["exact"], out["max_rel_err"] = check_exact(
+            grads, [want.expand_as(g) for g in grads])
     if dev.type == "cuda":
         out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
     if hvd is not None:
@@ -430,7 +487,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5,
                     help="collguard with --free: alternating blocks of "
                     "--steps steps, unconstrained and squeezed, per round")
-    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--device", default="auto",
+                    help="auto: the GPU of this rank's local rank, else cpu")
     ap.add_argument("--scale", type=int, default=1)
     ap.add_argument("--grow-step", type=int, default=128 * MiB)
     ap.add_argument("--grow-floor", type=int, default=64 * MiB)
