@@ -11,7 +11,9 @@ out=$("$perf" paired "$lib" "$min" "$max" "$iters" "$lat" "$rounds")
 echo "$out"
 nsz=0; for ((s = min; s <= max; s *= 4)); do nsz=$((nsz + 1)); done
 echo "$out" | awk -v nsz=$nsz -v rounds=$rounds '
-  function pos(x) { return x ~ /^[0-9.]+$/ && x + 0 > 0 }
+  # A positive number (ratios in %g: a stall on a loaded machine, 788 us
+  # against 0.37, once printed a ratio of 0.000 with %.3f).
+  function pos(x) { return x ~ /^[0-9.]+([eE][-+]?[0-9]+)?$/ && x + 0 > 0 }
   $1 == "bw" && NF == 6 && pos($4) && pos($5) && pos($6) { bw++ }
   $1 == "lat" && NF == 6 && pos($4) && pos($5) && pos($6) { lat++ }
   $1 == "median" && NF == 5 && pos($3) && pos($4) && pos($5) {

@@ -381,8 +381,8 @@ static void print_median(size_t key, const double *m, int rounds, double *tmp)
     t = median(tmp, rounds);
     for (int i = 0; i < rounds; i++) tmp[i] = m[2 * i] / m[2 * i + 1];
     r = median(tmp, rounds);
-    if (key) printf("median %zu %.1f %.1f %.3f\n", key, p, t, r);
-    else printf("median lat8 %.3f %.3f %.3f\n", p, t, r);
+    if (key) printf("median %zu %.1f %.1f %.4g\n", key, p, t, r);
+    else printf("median lat8 %.3f %.3f %.4g\n", p, t, r);
 }
 
 /* Plugin (k[0]) and transport (k[1]) in alternating rounds. */
@@ -411,7 +411,7 @@ static void run_paired(blink_t *k, int fd, int send, char *buf,
             }
             double *v = &m[(s * o->rounds + r) * 2];
             if (send)
-                printf("bw %d %zu %.1f %.1f %.3f\n", r, sz[s], v[0], v[1],
+                printf("bw %d %zu %.1f %.1f %.4g\n", r, sz[s], v[0], v[1],
                        v[0] / v[1]);
         }
         if (o->lat > 0) {
@@ -422,7 +422,7 @@ static void run_paired(blink_t *k, int fd, int send, char *buf,
                 v[l] = lat_once(&k[l], fd, send, buf, o->lat);
             }
             if (send)
-                printf("lat %d %.2f %.3f %.3f %.3f\n", r, at, v[0], v[1],
+                printf("lat %d %.2f %.3f %.3f %.4g\n", r, at, v[0], v[1],
                        v[0] / v[1]);
         }
         if (send) fflush(stdout);
