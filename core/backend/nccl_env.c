@@ -53,10 +53,16 @@ int cg_nccl_env_export(cg_governor_t *gov, const cg_config_t *cfg,
                        cg_nccl_env_item_t items[CG_NCCL_ENV_MAX])
 {
     const cg_nccl_env_ops_t proc = {cg__proc_get, cg__proc_set, NULL};
-    cg_pressure_t level = cg_governor_pressure(gov);
+    cg_pressure_t level;
     char val[32], b[2][32], why[160];
     int n = 0;
 
+    /* A fresh sample: the probe may have moved to this rank's GPU since
+     * the last tick, and these values hold for the communicator's life. */
+    if (cg_governor_sample(gov) != CG_OK)
+        cg_warn(log, "NCCL's buffer variables from the last memory sample: "
+                "sampling now failed: %s", cg_last_error());
+    level = cg_governor_pressure(gov);
     if (ops == NULL)
         ops = &proc;
     snprintf(val, sizeof(val), "%llu",

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * collguard-info's CUDA lines: the driver's and the runtime's CUDA
- * versions (a warning when the driver is older than the runtime this
- * build carries needs), the NCCL version loaded, and each device's free
+ * versions (a warning when the driver is older than this build's runtime:
+ * cuda_compat.h says when that fails and when it runs limited), the NCCL version loaded, and each device's free
  * and total memory as the governor's probe reads it (NVML where the
  * machine has it, so no CUDA context is made). Layer: plugin (a command).
  */
@@ -12,6 +12,7 @@
 
 #include "cg_build.h"
 #include "core/base/parse.h"
+#include "plugin/cli/cuda_compat.h"
 #include "core/governor/probe.h"
 
 #if CG_HAVE_CUDA
@@ -50,12 +51,26 @@ void cg_info_cuda(void)
     printf("  cuda    driver %s, runtime %s, %d device(s)\n",
            cg__cuda_ver(drv, a, sizeof(a)), cg__cuda_ver(rt, b, sizeof(b)),
            n);
-    if (drv > 0 && rt > 0 && drv < rt)
+    switch (cg_cuda_compat(drv, rt)) {
+    case CG_CUDA_COMPAT_FAIL:
         printf("  cuda    WARNING: the driver supports CUDA %s but this "
                "collguard's runtime is CUDA %s: CUDA calls will fail "
                "(cudaErrorInsufficientDriver); install a driver for CUDA "
                "%s or newer\n",
                a, b, b);
+        break;
+    case CG_CUDA_COMPAT_MINOR:
+        printf("  cuda    WARNING: the driver supports CUDA %s, older than "
+               "this collguard's runtime (CUDA %s): it runs under CUDA's "
+               "minor-version compatibility, where calls that need a newer "
+               "driver fail (cudaErrorCallRequiresNewerDriver) and PTX "
+               "from a newer toolkit does not load; a driver for CUDA %s "
+               "or newer lifts both\n",
+               a, b, b);
+        break;
+    default:
+        break;
+    }
 #if CG_HAVE_NCCL && CG_HAVE_CUDA
     {
         int nv = 0;

@@ -48,8 +48,10 @@ static void sink(void *arg, cg_log_level_t level, const char *line)
     strcat(logged, "\n");
 }
 
-static int run(uint64_t free_b, fake_env_t *e, cg_nccl_env_item_t *items,
-               uint64_t *chosen)
+/* free_b: what the probe reads at the governor's creation; at_export:
+ * what it reads when the variables are decided (0: the same). */
+static int run_at(uint64_t free_b, uint64_t at_export, fake_env_t *e,
+                  cg_nccl_env_item_t *items, uint64_t *chosen)
 {
     cg_config_t cfg;
     cg_log_t log;
@@ -64,12 +66,24 @@ static int run(uint64_t free_b, fake_env_t *e, cg_nccl_env_item_t *items,
     gov = fake_governor(&cfg);
     cg_governor_snapshot(gov, &s);
     *chosen = s.nccl_buffsize;
+    if (at_export != 0)
+        fake.free = at_export;
     cg_log_init(&log, CG_LOG_INFO, 0);
     cg_log_set_sink(&log, sink, NULL);
     logged[0] = '\0';
     n = cg_nccl_env_export(gov, &cfg, &log, &ops, items);
+    if (at_export != 0) {
+        cg_governor_snapshot(gov, &s);
+        *chosen = s.nccl_buffsize;
+    }
     fake_destroy(gov);
     return n;
+}
+
+static int run(uint64_t free_b, fake_env_t *e, cg_nccl_env_item_t *items,
+               uint64_t *chosen)
+{
+    return run_at(free_b, 0, e, items, chosen);
 }
 
 Test(nccl_env, the_governors_buffsize_is_exported_when_the_user_set_none)
@@ -152,4 +166,21 @@ Test(nccl_env, a_users_cta_cap_means_no_channel_cap)
     cr_assert(it[1].kept);
     cr_assert_str_eq(env_get(&e, "NCCL_NVLS_ENABLE"), "1");
     cr_assert_null(env_get(&e, "NCCL_MAX_NCHANNELS"));
+}
+
+Test(nccl_env, decided_from_a_fresh_sample_not_the_last_tick)
+{
+    fake_env_t e = {0};
+    cg_nccl_env_item_t it[CG_NCCL_ENV_MAX];
+    uint64_t chosen;
+    char want[32];
+
+    /* 12 GiB free when the governor last sampled, 400 MiB (CRITICAL) when
+     * the communicator is made, before any tick: the squeeze decides. */
+    int n = run_at(12 * GiB, 400 * MiB, &e, it, &chosen);
+    cr_assert_eq(n, 3, "a stale sample decided: %d decisions", n);
+    cr_assert_str_eq(env_get(&e, "NCCL_MAX_NCHANNELS"), "2");
+    snprintf(want, sizeof(want), "%llu", (unsigned long long)chosen);
+    cr_assert_str_eq(env_get(&e, "NCCL_BUFFSIZE"), want);
+    cr_assert_lt(chosen, 4 * MiB);
 }
