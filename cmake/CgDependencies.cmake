@@ -13,7 +13,8 @@ if(CG_WITH_CUDA)
     set(CG_HAVE_CUDA 1)
     # The shim's CUDA kernels (batched copies) need CUDA's compiler; without
     # it the same copies are made one cudaMemcpyAsync each. Hopper by
-    # default (HOPPER.md); -DCMAKE_CUDA_ARCHITECTURES=... for other GPUs.
+    # default (sm_90: the H100/H200 the GPU suite runs on);
+    # -DCMAKE_CUDA_ARCHITECTURES=... for other GPUs.
     include(CheckLanguage)
     check_language(CUDA)
     if(CMAKE_CUDA_COMPILER)

@@ -3,7 +3,9 @@
 # The GPU suite on any CUDA machine, in one call: builds collguard with
 # CUDA (and UCX when given its headers), runs the GPU checks registered
 # with ctest (label gpu: no CUDA context before the first CUDA tensor,
-# then only on its GPU), the same check on 2 ranks, the shim's GPU smoke
+# then only on its GPU; gpu_check on 1 rank), the same context check on 2
+# ranks, NCCL's buffer variables as NCCL reads them (nccl_env_check.sh),
+# the shim's GPU smoke
 # (NCCL, COLLGUARD, MPI, pinned fallback; batched copies on and off; the
 # staging pipeline on and off), the correctness suite (gpu_check.sh), the
 # staging-overlap benchmark, the step benchmark against NCCL's own calls,
@@ -73,6 +75,9 @@ be=$([ "$ngpu" -ge 2 ] && echo NCCL || echo COLLGUARD)
 step context-2-ranks env HOROVOD_GPU_OPERATIONS=$be \
     "$build/transport/collguard-run" -np 2 --timeout 120s \
     -- "$build/integration/gpu/cuda_context_check"
+# NCCL's own log shows it reads the NCCL_BUFFSIZE (and, under pressure,
+# NCCL_MAX_NCHANNELS) the backend exported, and a user's values kept.
+step nccl-env bash integration/gpu/nccl_env_check.sh "$build"
 step gpu-smoke bash integration/gpu/run_gpu_smoke.sh "$build" 5
 # The same smoke with one cudaMemcpyAsync per tensor (batched copies off).
 step gpu-smoke-unbatched env CG_GPU_BATCH_COPIES=0 \

@@ -127,6 +127,23 @@ class CollguardStep:
         for h in hs:
             hvd.synchronize(h)
 
+    def verify(self, grads):
+        """One step more, a sum with a prescale of 2, undone by scaling:
+        every rank holds the same gradients, so each comes back as
+        2 * ranks times itself and, divided by that, equals its reference
+        bit for bit where the rank count is a power of two. Unlike the
+        average (on one rank its own input), a step that moved nothing,
+        or left an output unwritten, cannot pass. Nothing is allocated:
+        it runs under the same squeeze as the steps."""
+        hvd = self.hvd
+        hs = [hvd.allreduce_async_(g, name="verify.%d" % i, op=hvd.Sum,
+                                   prescale_factor=2.0)
+              for i, g in enumerate(grads)]
+        for h in hs:
+            hvd.synchronize(h)
+        for g in grads:
+            g.div_(2 * SIZE)
+
 
 class HorovodDefaultsStep:
     """Horovod 0.28's GPU allreduce path, its memory behaviour kept:
@@ -338,6 +355,7 @@ def interleaved(args, out, dev, hvd, stepper, grads, refs, ballast):
     out["step_ms_mean"] = trimmed_mean(squeezed) * 1e3
     out["slowdown"] = out["step_ms_mean"] / out["base_step_ms_mean"]
     out["round_slowdowns"] = rounds
+    stepper.verify(grads)
     out["exact"], out["max_rel_err"] = check_exact(grads, refs)
     out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
     out["collguard"] = peak_snap
@@ -461,6 +479,8 @@ def run(args, out):
         times[1:] if len(times) > 1 else times) * 1e3
     out["first_step_ms"] = times[0] * 1e3
     if refs is not None:
+        if hasattr(stepper, "verify"):
+            stepper.verify(grads)
         out["exact"], out["max_rel_err"] = check_exact(grads, refs)
     else:
         want = torch.full((1,), c, dtype=dtype, device=dev)
