@@ -106,12 +106,15 @@ def table(cases):
                     misses.append("%s F=%s: collguard slowdown %.2fx > 1.10"
                                   % (dtype, size(free), ratio))
                 total, peak = collguard_peak(cg)
-                budget = cg["collguard"]["budget_bytes"]
+                budget = (cg.get("collguard") or {}).get("budget_bytes")
                 other = total - peak.get("fusion", 0) - peak.get("staging", 0)
                 pk = "%s / %s / %s" % (size(peak.get("fusion", 0)),
                                        size(peak.get("staging", 0)),
                                        size(other))
-                if free is not None and total > budget:
+                if budget is None:
+                    misses.append("%s F=%s: collguard reported no budget" %
+                                  (dtype, size(free)))
+                elif free is not None and total > budget:
                     misses.append("%s F=%s: collguard's peak %s above its "
                                   "budget %s" % (dtype, size(free),
                                                  size(total), size(budget)))
