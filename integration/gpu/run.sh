@@ -18,7 +18,7 @@
 #   that has UCX's runtime libraries but no headers (tests/perf/ucx_runtime_pc.sh)
 # Environment: GPU_SUITE_PARTS (default "smoke check bench memguard":
 #   all) runs only the parts named, for machines that cap a command's time
-#   (one H200: smoke 1.5 min, check 4.5 min, bench 20 s, memguard about 9
+#   (one H100, 2026-12-06: smoke 1 min, check 3.5 min, bench 20 s, memguard 7
 #   min; the build, ~10 s, and collguard-info run in every call);
 #   STEP_REPEAT (1) runs the step benchmark's variants that many times;
 #   CG_PYTHON (the python3 on PATH) is the Python with torch the
