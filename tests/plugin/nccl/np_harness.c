@@ -5,7 +5,7 @@
  * Two processes (fork; handles cross a socketpair as NCCL's bootstrap
  * would carry them), each loading the library itself: init, devices,
  * properties, connect/accept polled from one thread, registrations (256
- * MiB too), grouped receives in reverse tag order, short and 0-byte
+ * MiB on each side; a CUDA pointer refused), grouped receives in reverse tag order, short and 0-byte
  * messages, 32 in flight, several comms connecting at once, a second
  * thread registering, listening and accepting on the listener whose lane
  * the data's comm shares while data moves, a receive posted after its
@@ -232,6 +232,13 @@ static void receiver(np_drv_t *d, int fd)
         CHECK(np_test(d, junk, &done, NULL) == ncclInvalidArgument);
         CHECK(np_isend(d, rc, buf, 8, 1, mh, &req) == ncclInvalidArgument);
         CHECK(req == NULL); /* always written */
+        /* Device memory: ptrSupport is host only. */
+        req = (void *)1;
+        np_drv_log_clear();
+        CHECK(np_reg_type(d, rc, buf, 4096, NCCL_PTR_CUDA, &req) ==
+              ncclInvalidArgument);
+        CHECK(req == NULL);
+        CHECK(np_drv_log_count(NCCL_LOG_WARN, "only host memory") == 1);
     }
     OK(np_dereg(d, rc, mh));
     CHECK(np_dereg(d, rc, mh) == ncclInvalidArgument);
@@ -330,7 +337,8 @@ static void sender(np_drv_t *d, int fd)
 {
     unsigned char h[H];
     void *sc, *mh;
-    char *buf = malloc(1 << 20);
+    size_t big = 256u << 20;
+    char *buf = malloc(big);
 
     g_who = "send";
     xfer(fd, h, H, 0);
@@ -357,7 +365,7 @@ static void sender(np_drv_t *d, int fd)
     }
     sc = do_connect(d, h);
     CHECK(sc != NULL);
-    OK(np_reg(d, sc, buf, 1 << 20, &mh));
+    OK(np_reg(d, sc, buf, big, &mh));
     for (int n = 1; n <= 8; n++)
         for (int i = n - 1; i >= 0; i--) {
             size_t len = i == 0 ? 0 : (size_t)(1000 * i + n);
