@@ -9,7 +9,11 @@
  * table without Ring and Tree stays whole), "rules" (rules.csv in
  * CG_TUNER_RULES on communicators of several node and rank counts: a
  * row's nNodes/nRanks filter decides where it applies), "rules_warn" and
- * "rules_critical" (the same rules under pressure, which wins). The pressure
+ * "rules_critical" (the same rules under pressure, which wins),
+ * "badcfg" (a bad CG_* value: init succeeds, WARNs, and the tuner is a
+ * pass-through), "rulesfail" (a missing, unreadable or malformed rules
+ * file: init succeeds, WARNs naming the file and why, and the policy runs
+ * without rules). Log lines are kept by np_drv.c's logger. The pressure
  * comes from the real governor (the test sets CG_PRESSURE_* thresholds).
  */
 #include <dlfcn.h>
@@ -22,17 +26,12 @@
 #include "plugin/nccl/tuner_v4.h"
 #include "plugin/nccl/tuner_v5.h"
 #include "harness_check.h"
+#include "np_drv.h"
 
 enum { NA = NCCL_NUM_ALGORITHMS_V5, NP = NCCL_NUM_PROTOCOLS_V5 };
 
 static void *g_tab;
 static int g_ver;
-
-static void quiet(ncclDebugLogLevel l, unsigned long f, const char *file,
-                  int line, const char *fmt, ...)
-{
-    (void)l; (void)f; (void)file; (void)line; (void)fmt;
-}
 
 static int t_init(void **ctx, size_t nranks, size_t nnodes)
 {
@@ -41,10 +40,10 @@ static int t_init(void **ctx, size_t nranks, size_t nnodes)
     memset(&k, 0, sizeof(k));
     switch (g_ver) {
     case 5: return ((ncclTuner_v5_t *)g_tab)->init(ctx, 7, nranks, nnodes,
-                                                    quiet, &nvl, &k);
-    case 4: return ((ncclTuner_v4_t *)g_tab)->init(nranks, nnodes, quiet, ctx);
-    case 3: return ((ncclTuner_v3_t *)g_tab)->init(nranks, nnodes, quiet, ctx);
-    default: return ((ncclTuner_v2_t *)g_tab)->init(nranks, nnodes, quiet,
+                                                    np_drv_logger, &nvl, &k);
+    case 4: return ((ncclTuner_v4_t *)g_tab)->init(nranks, nnodes, np_drv_logger, ctx);
+    case 3: return ((ncclTuner_v3_t *)g_tab)->init(nranks, nnodes, np_drv_logger, ctx);
+    default: return ((ncclTuner_v2_t *)g_tab)->init(nranks, nnodes, np_drv_logger,
                                                     ctx);
     }
 }
@@ -201,6 +200,30 @@ static void rules(int level)
           t_fini(c16x4) == 0);
 }
 
+/* One rules file that cannot be used (NCCL_TUNER_CONFIG_FILE, the alias,
+ * set to path): init succeeds with a WARN containing what and why, and
+ * the pressure policy (CRITICAL, no cap) applies without any rule. */
+static void rules_unusable(const char *path, const char *what,
+                           const char *why)
+{
+    void *ctx = NULL;
+
+    if (path == NULL) {
+        CHECK(!"TN_RULES_DIR and TN_RULES_BAD set");
+        return;
+    }
+    setenv("NCCL_TUNER_CONFIG_FILE", path, 1);
+    np_drv_log_clear();
+    CHECK(t_init(&ctx, 16, 2) == 0 && ctx != NULL);
+    CHECK(np_drv_log_count(NCCL_LOG_WARN, what) == 1);
+    CHECK(np_drv_log_count(NCCL_LOG_WARN, why) == 1);
+    CHECK(np_drv_log_count(NCCL_LOG_WARN, "running without rules") == 1);
+    /* 7 channels would be the malformed file's first rule, half-applied. */
+    EXPECT(ctx, ncclFuncAllReduce, 4096, NCCL_ALGO_RING, NCCL_PROTO_SIMPLE,
+           0);
+    CHECK(t_fini(ctx) == 0);
+}
+
 int main(int argc, char **argv)
 {
     char sym[32];
@@ -226,9 +249,34 @@ int main(int argc, char **argv)
     table(t, 1);
     memcpy(orig, t, sizeof(t));
     CHECK(t_coll(ctx, ncclFuncAllReduce, 1 << 20, t, &nch) == 0);
-    if (strcmp(mode, "ok") == 0) {
+    if (strcmp(mode, "ok") == 0 || strcmp(mode, "badcfg") == 0) {
         CHECK(memcmp(t, orig, sizeof(t)) == 0 && nch == 0);
         CHECK(pick(t) == NCCL_ALGO_NVLS * NP + NCCL_PROTO_SIMPLE);
+        if (strcmp(mode, "badcfg") == 0) { /* a pass-through, said so */
+            CHECK(np_drv_log_count(NCCL_LOG_WARN, "pass-through") == 1);
+            CHECK(np_drv_log_count(NCCL_LOG_WARN, "for "
+                                   "CG_TUNER_CHANNELS_CRITICAL: expected") >=
+                  1);
+            table(t, 0);
+            memcpy(orig, t, sizeof(t));
+            CHECK(t_coll(ctx, ncclFuncAllReduce, 4096, t, &nch) == 0);
+            CHECK(memcmp(t, orig, sizeof(t)) == 0 && nch == 0);
+        }
+    } else if (strcmp(mode, "rulesfail") == 0) {
+        /* The environment's file does not exist; then a directory; then
+         * a malformed file. */
+        const char *missing = getenv("NCCL_TUNER_CONFIG_FILE");
+        CHECK(missing != NULL && nch == 0 &&
+              pick(t) == NCCL_ALGO_RING * NP + NCCL_PROTO_SIMPLE);
+        CHECK(missing != NULL &&
+              np_drv_log_count(NCCL_LOG_WARN, missing) == 1);
+        CHECK(np_drv_log_count(NCCL_LOG_WARN, "No such file") == 1);
+        CHECK(t_fini(ctx) == 0);
+        rules_unusable(getenv("TN_RULES_DIR"), getenv("TN_RULES_DIR"),
+                       "Is a directory");
+        rules_unusable(getenv("TN_RULES_BAD"), "rules_bad.csv:4:",
+                       "unknown collective, algorithm or protocol");
+        CHECK(t_init(&ctx, 16, 2) == 0);
     } else if (strcmp(mode, "warn") == 0) {
         int b = pick(t);
         CHECK(nch == want_cap("CG_TUNER_CHANNELS_WARN"));
