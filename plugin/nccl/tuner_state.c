@@ -22,18 +22,19 @@
 
 cg__tn_state_t cg__tn = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void cg__tn_sink(void *arg, cg_log_level_t level, const char *line)
+/* Lines go to NCCL's logger under TUNING as the message with its file and
+ * line (NCCL writes its own prefix). */
+static void cg__tn_sink(void *arg, cg_log_level_t level, const char *file,
+                        int line, const char *msg)
 {
     ncclDebugLogger_t logger = cg__tn.logger;
 
     (void)arg;
-    if (logger == NULL) {
-        fprintf(stderr, "%s\n", line);
-        return;
-    }
+    if (logger == NULL)
+        return; /* installed only with a logger */
     logger(level <= CG_LOG_WARN ? NCCL_LOG_WARN
            : level == CG_LOG_INFO ? NCCL_LOG_INFO : NCCL_LOG_TRACE,
-           NCCL_TUNING, "collguard", 0, "%s", line);
+           NCCL_TUNING, file, line, "%s", msg);
 }
 
 static void cg__tn_teardown(void)
@@ -56,7 +57,8 @@ static cg_status_t cg__tn_setup(ncclDebugLogger_t logger)
     cg__tn.logger = logger;
     cg_config_defaults(&cg__tn.cfg);
     cg_log_init(&cg__tn.log, logger != NULL ? CG_LOG_INFO : CG_LOG_WARN, -1);
-    cg_log_set_sink(&cg__tn.log, cg__tn_sink, NULL);
+    if (logger != NULL) /* else collguard's own lines on stderr */
+        cg_log_set_msg_sink(&cg__tn.log, cg__tn_sink, NULL);
     st = cg_config_load(&cg__tn.cfg, NULL, NULL, NULL, &cg__tn.log);
     if (st != CG_OK)
         return st;

@@ -485,6 +485,7 @@ static int run_pair(const char *lib, int ver)
         OK(np_init(&d));
         sender(&d, sv[1]);
         OK(np_finalize(&d));
+        CHECK(np_drv_log_bad(NCCL_NET) == 0);
         np_drv_close(&d);
         _exit(g_fail);
     }
@@ -506,6 +507,7 @@ static int run_pair(const char *lib, int ver)
     }
     receiver(&d, sv[0]);
     OK(np_finalize(&d));
+    CHECK(np_drv_log_bad(NCCL_NET) == 0);
     np_drv_close(&d);
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -527,7 +529,14 @@ static int run_single(const char *lib, int ver)
         if (np_drv_open(&d, lib, ver) != 0)
             return 1;
         for (int k = 0; k < 2; k++) { /* init -> finalize -> init */
+            np_drv_log_clear();
             OK(np_init(&d));
+            /* Its INFO lines, under NET, without collguard's prefix
+             * (v10 and older set up once per load). */
+            if (k == 0 || ver == 11) {
+                CHECK(np_drv_log_count(NCCL_LOG_INFO, "device(s)") == 1);
+                CHECK(np_drv_log_bad(NCCL_NET) == 0);
+            }
             if (ver == 11)
                 CHECK(((ncclNet_v11_t *)d.table)->finalize(NULL) ==
                       ncclSuccess);

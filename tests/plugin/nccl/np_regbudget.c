@@ -86,6 +86,7 @@ static void budget_on(np_drv_t *d, void *comm)
           ncclInvalidArgument);
     CHECK(mh == NULL);
     CHECK(np_drv_log_count(NCCL_LOG_WARN, "only host memory") == 1);
+    CHECK(np_drv_log_bad(NCCL_NET) == 0); /* WARNs under NET, unprefixed */
     munmap(p, half);
     munmap(q, half);
 }

@@ -308,6 +308,9 @@ int main(int argc, char **argv)
               : strcmp(mode, "rules_warn") == 0 ? 1 : 2);
     }
     CHECK(t_fini(ctx) == 0);
+    /* Every line under TUNING, without collguard's prefix (init logs at
+     * least its INFO line). */
+    CHECK(np_drv_log_bad(NCCL_TUNING) == 0);
     /* init -> finalize -> init */
     CHECK(t_init(&ctx, 2, 1) == 0 && t_fini(ctx) == 0);
     dlclose(lib);
