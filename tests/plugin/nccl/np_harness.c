@@ -12,8 +12,11 @@
  * too long message arrived, close with nothing sent, bad use (a request
  * tested again, a deregistered handle posted, also once its slot is
  * reused), a stranger's connect refused; then in one process
- * init/finalize and dlopen/dlclose cycles. Exit 0 when every check held.
+ * init/finalize and dlopen/dlclose cycles, and a second dlopen of the
+ * library for its tuner table while a message is in flight. Exit 0 when
+ * every check held.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -26,6 +29,7 @@
 
 #include "harness_check.h"
 #include "np_drv.h"
+#include "plugin/nccl/tuner_v5.h"
 
 #define H NCCL_NET_HANDLE_MAXSIZE
 
@@ -514,6 +518,56 @@ static int run_pair(const char *lib, int ver)
     return g_fail;
 }
 
+/* NCCL's tuner loader dlopens the net plugin library a second time when
+ * no tuner library is named: with a message in flight on s -> r, the same
+ * library is opened again, its ncclTunerPlugin_v5 used (init, getCollInfo
+ * on a flat cost table as NCCL passes it, finalize) and closed; the
+ * message and one after it still arrive. */
+static void second_dlopen(const char *lib, np_drv_t *d, void *s, void *r)
+{
+    enum { NA = NCCL_NUM_ALGORITHMS_V5, NP = NCCL_NUM_PROTOCOLS_V5 };
+    float cost[NA][NP];
+    ncclTunerConstants_v5_t k;
+    ncclNvlDomainInfo_v5_t nvl = {1, 8, 8};
+    char in[16];
+    void *h2, *tctx = NULL, *sreq = NULL, *rreq = NULL;
+    ncclTuner_v5_t *t;
+    int nch = 0;
+
+    for (int round = 0; round < 2; round++) {
+        void *p = in;
+        size_t cap = sizeof(in);
+        int tag = 40 + round, got = -1;
+        memset(in, 0, sizeof(in));
+        OK(np_irecv(d, r, 1, &p, &cap, &tag, NULL, &rreq));
+        OK(np_isend(d, s, round ? "after" : "again", 6, tag, NULL, &sreq));
+        if (round == 0) {
+            h2 = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+            CHECK(h2 != NULL && h2 == d->lib); /* the same object */
+            t = h2 != NULL ? dlsym(h2, "ncclTunerPlugin_v5") : NULL;
+            CHECK(t != NULL);
+            if (t != NULL) {
+                memset(&k, 0, sizeof(k));
+                for (int a = 0; a < NA; a++)
+                    for (int q = 0; q < NP; q++)
+                        cost[a][q] = 1.0f + (float)(a * NP + q);
+                OK(t->init(&tctx, 7, 4, 2, np_drv_logger, &nvl, &k));
+                OK(t->getCollInfo(tctx, ncclFuncAllReduce, 1 << 20, 1,
+                                  (float **)cost, NA, NP, 0, &nch));
+                /* Ring/Simple survives every pressure level. */
+                CHECK(cost[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] !=
+                      NCCL_ALGO_PROTO_IGNORE);
+                OK(t->finalize(tctx));
+            }
+            if (h2 != NULL)
+                dlclose(h2);
+        }
+        OK(wait_req(d, sreq, NULL));
+        OK(wait_req(d, rreq, &got));
+        CHECK(got == 6 && strcmp(in, round ? "after" : "again") == 0);
+    }
+}
+
 /* One process, one thread: listen, connect and accept alternately, as
  * NCCL may drive both ends; then init/finalize and dlopen/dlclose. */
 static int run_single(const char *lib, int ver)
@@ -557,6 +611,8 @@ static int run_single(const char *lib, int ver)
             OK(wait_req(&d, sreq, NULL));
             OK(wait_req(&d, req, &got));
             CHECK(got == 6 && strcmp(in, "hello") == 0);
+            if (cycle == 0 && k == 0)
+                second_dlopen(lib, &d, s, r);
             OK(np_close_send(&d, s));
             OK(np_close_recv(&d, r));
             OK(np_close_listen(&d, l));
