@@ -6,8 +6,10 @@
  * 10th with a message each way), finalize, dlclose; then dlopen the tuner,
  * ncclTunerPlugin_v5 init, one getCollInfo, finalize, dlclose. Run under
  * valgrind (tests/valgrind/run.sh): whatever a cycle leaks shows up N
- * times. Prints "ok N" and exits 0; the first failure, exit 1.
+ * times; at the end the process has as many threads as before the first
+ * dlopen. Prints "ok N" and exits 0; the first failure, exit 1.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,15 +135,36 @@ static int tuner_cycle(const char *path, int c)
     return 0;
 }
 
+/* Threads of this process now (/proc/self/task); -1 if unreadable. */
+static int nthreads(void)
+{
+    DIR *dir = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+
+    if (dir == NULL)
+        return -1;
+    while ((e = readdir(dir)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(dir);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
-    int n = argc > 3 ? atoi(argv[3]) : 100;
+    int n = argc > 3 ? atoi(argv[3]) : 100, before = nthreads(), after;
 
     if (argc < 3)
         FAIL("usage: np_cycles NET_LIB TUNER_LIB [N]");
     for (int c = 0; c < n; c++)
         if (net_cycle(argv[1], c) != 0 || tuner_cycle(argv[2], c) != 0)
             return 1;
+    /* A transport's own threads (UCX's async thread while a context
+     * lives) are gone once every comm is closed and the library closed. */
+    after = nthreads();
+    if (before < 1 || after != before)
+        FAIL("%d threads before the first dlopen, %d after the last "
+             "dlclose", before, after);
     printf("ok %d\n", n);
     return 0;
 }
