@@ -114,7 +114,6 @@ static int tuner_cycle(const char *path, int c)
     ncclTunerConstants_v5_t k;
     ncclNvlDomainInfo_v5_t nvl = {1, 8, 8};
     float cost[NCCL_NUM_ALGORITHMS_V5][NCCL_NUM_PROTOCOLS_V5];
-    float *rows[NCCL_NUM_ALGORITHMS_V5];
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL), *ctx = NULL;
     ncclTuner_v5_t *t = lib ? dlsym(lib, "ncclTunerPlugin_v5") : NULL;
     int nch = 0;
@@ -122,14 +121,19 @@ static int tuner_cycle(const char *path, int c)
     if (t == NULL)
         FAIL("cycle %d: no ncclTunerPlugin_v5 in %s", c, path);
     memset(&k, 0, sizeof(k));
-    for (int a = 0; a < NCCL_NUM_ALGORITHMS_V5; a++) {
-        rows[a] = cost[a];
+    for (int a = 0; a < NCCL_NUM_ALGORITHMS_V5; a++)
         for (int p = 0; p < NCCL_NUM_PROTOCOLS_V5; p++)
             cost[a][p] = 1.0f + (float)(a * NCCL_NUM_PROTOCOLS_V5 + p);
-    }
     OK(t->init(&ctx, 7, 16, 2, quiet, &nvl, &k));
-    OK(t->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, rows,
+    /* NCCL passes its flat float[algo][proto] table cast to float **. */
+    OK(t->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, (float **)cost,
                       NCCL_NUM_ALGORITHMS_V5, NCCL_NUM_PROTOCOLS_V5, 0, &nch));
+    for (int a = 0; a < NCCL_NUM_ALGORITHMS_V5; a++)
+        for (int p = 0; p < NCCL_NUM_PROTOCOLS_V5; p++)
+            if (cost[a][p] != 1.0f + (float)(a * NCCL_NUM_PROTOCOLS_V5 + p) &&
+                cost[a][p] != NCCL_ALGO_PROTO_IGNORE)
+                FAIL("cycle %d: cell %d/%d became %g", c, a, p,
+                     (double)cost[a][p]);
     OK(t->finalize(ctx));
     dlclose(lib);
     return 0;
