@@ -508,6 +508,10 @@ static int run_pair(const char *lib, int ver)
         CHECK(p.maxRecvs == 8 && p.maxComms > 0 && p.speed > 0);
         CHECK(p.maxP2pBytes > 0 && p.maxP2pBytes <= NCCL_MAX_NET_SIZE_BYTES);
         CHECK(np_props(&d, n, &p) == ncclInvalidArgument);
+        /* NP_WANT_DEV: the one device the environment selects. */
+        if (getenv("NP_WANT_DEV") != NULL)
+            CHECK(n == 1 && p.name != NULL &&
+                  strcmp(p.name, getenv("NP_WANT_DEV")) == 0);
     }
     receiver(&d, sv[0]);
     OK(np_finalize(&d));
