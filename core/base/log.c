@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Log line formatting, the default stderr sink and the message sink. A line is built whole and
- * written with one write(2), so lines from several ranks sharing a terminal
- * do not interleave. Part of core/base; calls nothing.
+ * Log line formatting, the default stderr sink and the message sink. A
+ * line is built whole and written with one write(2), so lines from several
+ * ranks sharing a terminal do not interleave. Part of core/base; calls nothing.
  */
 #include "core/base/log.h"
 

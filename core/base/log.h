@@ -4,7 +4,8 @@
  * a disabled level costs one compare. One line per event, prefixed with the
  * rank; the sink is pluggable (stderr by default), or a message sink takes
  * the unprefixed message with file and line (NCCL's logger inside the NCCL
- * plugins, which prefixes lines itself). A cg_log_t lives in the owning context; no globals.
+ * plugins, which prefixes lines itself). A cg_log_t lives in the owning
+ * context; no globals.
  * Part of core/base; calls nothing.
  */
 #ifndef CG_BASE_LOG_H

@@ -5,15 +5,16 @@
  * Two processes (fork; handles cross a socketpair as NCCL's bootstrap
  * would carry them), each loading the library itself: init, devices,
  * properties, connect/accept polled from one thread, registrations (256
- * MiB on each side; a CUDA pointer refused), grouped receives in reverse tag order, short and 0-byte
- * messages, 32 in flight, several comms connecting at once, a second
- * thread registering, listening and accepting on the listener whose lane
- * the data's comm shares while data moves, a receive posted after its
- * too long message arrived, close with nothing sent, bad use (a request
- * tested again, a deregistered handle posted, also once its slot is
- * reused), a stranger's connect refused; then in one process
- * init/finalize and dlopen/dlclose cycles, and a second dlopen of the
- * library for its tuner table while a message is in flight. Exit 0 when
+ * MiB on each side; a CUDA pointer refused), grouped receives in reverse
+ * tag order, short and 0-byte messages, 32 in flight, several comms
+ * connecting at once, a second thread registering, listening and
+ * accepting on the listener whose lane the data's comm shares while data
+ * moves, a receive posted after its too long message arrived, close with
+ * nothing sent, bad use (a request tested again, a deregistered handle
+ * posted, also once its slot is reused), a stranger's connect refused;
+ * then in one process init/finalize and dlopen/dlclose cycles, and a
+ * second dlopen of the library for its tuner table while a message is in
+ * flight. Log lines go under NET without collguard's prefix. Exit 0 when
  * every check held.
  */
 #include <dlfcn.h>

@@ -41,10 +41,12 @@ static int t_init(void **ctx, size_t nranks, size_t nnodes)
     switch (g_ver) {
     case 5: return ((ncclTuner_v5_t *)g_tab)->init(ctx, 7, nranks, nnodes,
                                                     np_drv_logger, &nvl, &k);
-    case 4: return ((ncclTuner_v4_t *)g_tab)->init(nranks, nnodes, np_drv_logger, ctx);
-    case 3: return ((ncclTuner_v3_t *)g_tab)->init(nranks, nnodes, np_drv_logger, ctx);
-    default: return ((ncclTuner_v2_t *)g_tab)->init(nranks, nnodes, np_drv_logger,
-                                                    ctx);
+    case 4: return ((ncclTuner_v4_t *)g_tab)->init(nranks, nnodes,
+                                                    np_drv_logger, ctx);
+    case 3: return ((ncclTuner_v3_t *)g_tab)->init(nranks, nnodes,
+                                                    np_drv_logger, ctx);
+    default: return ((ncclTuner_v2_t *)g_tab)->init(nranks, nnodes,
+                                                     np_drv_logger, ctx);
     }
 }
 
