@@ -151,8 +151,8 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
     {CG_CFG_SOCKET_IFNAME, "CG_SOCKET_IFNAME", {"NCCL_SOCKET_IFNAME", NULL},
      CG__T_STRING, "", CG__OFF(socket_ifname), NULL, 0, 0, 0,
      "Network interface(s) for sockets, as NCCL_SOCKET_IFNAME: prefix list "
-     "(eth,ib), ^ to exclude, = for exact; empty: first non-loopback, else "
-     "loopback."},
+     "(eth,ib), ^ to exclude, = for exact; empty: as NCCL, ib* if any, else "
+     "all but docker*, lo* and virbr*, else docker*, else loopback."},
     {CG_CFG_SOCKET_NSOCKS, "CG_SOCKET_NSOCKS", {NULL, NULL}, CG__T_INT, "1",
      CG__OFF(socket_nsocks), NULL, 1, 16, 0,
      "TCP sockets per connection (1-16); large messages are striped."},

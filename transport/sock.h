@@ -10,6 +10,7 @@
 #define CG_TRANSPORT_SOCK_H
 
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -35,13 +36,22 @@ typedef struct cg_sockaddr {
 
 /* NCCL_SOCKET_IFNAME semantics: a comma list of interface-name prefixes; a
  * leading '^' excludes the listed ones, a leading '=' demands exact names.
- * NULL or "" picks the first up, non-loopback IPv4 (then IPv6) interface and
- * falls back to loopback. Writes the interface's address (port 0) and, when
- * ifname_out is not NULL, its name. CG_ERR_NOT_FOUND when nothing matches. */
+ * NULL or "" picks as NCCL does without NCCL_SOCKET_IFNAME
+ * (cg_sock_auto_select). The first selected up interface, IPv4 before
+ * IPv6: writes its address (port 0) and, when ifname_out is not NULL, its
+ * name. CG_ERR_NOT_FOUND when nothing matches. */
 cg_status_t cg_sock_pick_addr(const char *ifname_spec, cg_sockaddr_t *addr_p,
                               char *ifname_out, size_t ifname_len);
+/* NCCL's automatic choice over n interface names (its ncclFindInterfaces
+ * without NCCL_SOCKET_IFNAME): the ib* ones if any, else every one but
+ * docker*, lo* and virbr*, else the docker* ones, else loopback (lo*, or
+ * loopback[i] set; loopback may be NULL); virbr* never. A name may repeat
+ * (one entry per address). Sets chosen[i]; returns how many are chosen.
+ * A pure function. */
+int cg_sock_auto_select(const char *const *names, const bool *loopback,
+                        int n, bool *chosen);
 /* Every up interface ifname_spec selects, by the rules of
- * cg_sock_pick_addr (an empty spec: every non-loopback one, else loopback),
+ * cg_sock_pick_addr (an empty spec: cg_sock_auto_select),
  * each name once, in getifaddrs order: up to max names of len bytes into
  * names (names[i * len]); *n_p gets the count. CG_ERR_NOT_FOUND when none
  * matches. */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Interface picking with NCCL_SOCKET_IFNAME semantics (CG_SOCKET_IFNAME):
- * prefix lists, '^' to exclude, '=' for exact names, automatic choice of a
- * non-loopback interface with loopback as the fallback; the list of every
- * selected interface (one NCCL net device each).
+ * prefix lists, '^' to exclude, '=' for exact names, and without a spec
+ * NCCL's automatic choice (ib*, else all but docker*, lo* and virbr*, else
+ * docker*, else loopback); the list of every selected interface (one NCCL
+ * net device each).
  * Layer: transport; calls core/base only.
  */
 #include "transport/sock.h"
@@ -12,6 +13,7 @@
 #include <net/if.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/base/error.h"
@@ -67,24 +69,80 @@ static bool cg__ifa_usable(const struct ifaddrs *ifa)
     return false;
 }
 
-/* Pass 0: IPv4 only, pass 1: IPv6. With an empty spec, loopback is
- * skipped unless allow_lo. */
-static const struct ifaddrs *cg__ifa_find(const struct ifaddrs *list,
-                                          const char *spec, bool allow_lo)
+/* NCCL's automatic classes, best first (its ncclFindInterfaces without
+ * NCCL_SOCKET_IFNAME: "ib", then "^docker,lo,virbr", then "docker", then
+ * "lo"); virbr* is never chosen. */
+enum { CG__IF_IB, CG__IF_OTHER, CG__IF_DOCKER, CG__IF_LO, CG__IF_NEVER };
+
+static int cg__if_class(const char *name, bool loopback)
+{
+    if (loopback || strncmp(name, "lo", 2) == 0)
+        return CG__IF_LO;
+    if (strncmp(name, "virbr", 5) == 0)
+        return CG__IF_NEVER;
+    if (strncmp(name, "docker", 6) == 0)
+        return CG__IF_DOCKER;
+    return strncmp(name, "ib", 2) == 0 ? CG__IF_IB : CG__IF_OTHER;
+}
+
+int cg_sock_auto_select(const char *const *names, const bool *loopback,
+                        int n, bool *chosen)
+{
+    int best = CG__IF_NEVER, count = 0;
+
+    for (int i = 0; i < n; i++) {
+        int c = cg__if_class(names[i], loopback != NULL && loopback[i]);
+        if (c < best)
+            best = c;
+    }
+    for (int i = 0; i < n; i++) {
+        int c = cg__if_class(names[i], loopback != NULL && loopback[i]);
+        chosen[i] = c == best && c != CG__IF_NEVER;
+        count += chosen[i];
+    }
+    return count;
+}
+
+/* The usable interfaces of a getifaddrs list (at most CG__IFA_MAX) and
+ * which of them a spec selects (an empty spec: NCCL's automatic choice). */
+#define CG__IFA_MAX 256
+typedef struct cg__ifa_sel {
+    const struct ifaddrs *ifa[CG__IFA_MAX];
+    const char *name[CG__IFA_MAX];
+    bool lo[CG__IFA_MAX];
+    bool chosen[CG__IFA_MAX];
+    int n;
+} cg__ifa_sel_t;
+
+static void cg__ifa_select(const struct ifaddrs *list, const char *spec,
+                           cg__ifa_sel_t *sel)
+{
+    sel->n = 0;
+    for (const struct ifaddrs *ifa = list; ifa != NULL && sel->n < CG__IFA_MAX;
+         ifa = ifa->ifa_next) {
+        if (!cg__ifa_usable(ifa))
+            continue;
+        sel->ifa[sel->n] = ifa;
+        sel->name[sel->n] = ifa->ifa_name;
+        sel->lo[sel->n] = (ifa->ifa_flags & IFF_LOOPBACK) != 0;
+        sel->n++;
+    }
+    if (spec[0] == '\0') {
+        cg_sock_auto_select(sel->name, sel->lo, sel->n, sel->chosen);
+        return;
+    }
+    for (int i = 0; i < sel->n; i++)
+        sel->chosen[i] = cg__ifname_matches(spec, sel->name[i]);
+}
+
+/* The first selected interface, IPv4 before IPv6; NULL if none. */
+static const struct ifaddrs *cg__ifa_find(const cg__ifa_sel_t *sel)
 {
     for (int pass = 0; pass < 2; pass++) {
         int family = (pass == 0) ? AF_INET : AF_INET6;
-        for (const struct ifaddrs *ifa = list; ifa != NULL;
-             ifa = ifa->ifa_next) {
-            if (!cg__ifa_usable(ifa) || ifa->ifa_addr->sa_family != family)
-                continue;
-            if (spec[0] != '\0') {
-                if (cg__ifname_matches(spec, ifa->ifa_name))
-                    return ifa;
-            } else if (allow_lo || !(ifa->ifa_flags & IFF_LOOPBACK)) {
-                return ifa;
-            }
-        }
+        for (int i = 0; i < sel->n; i++)
+            if (sel->chosen[i] && sel->ifa[i]->ifa_addr->sa_family == family)
+                return sel->ifa[i];
     }
     return NULL;
 }
@@ -95,13 +153,19 @@ cg_status_t cg_sock_pick_addr(const char *ifname_spec, cg_sockaddr_t *addr_p,
     const char *spec = (ifname_spec != NULL) ? ifname_spec : "";
     const struct ifaddrs *ifa;
     struct ifaddrs *list = NULL;
+    cg__ifa_sel_t *sel;
     cg_sockaddr_t a;
 
     if (getifaddrs(&list) < 0)
         return cg_error_set(CG_ERR_IO, "getifaddrs failed: %m");
-    ifa = cg__ifa_find(list, spec, false);
-    if (ifa == NULL && spec[0] == '\0')
-        ifa = cg__ifa_find(list, spec, true);
+    sel = malloc(sizeof(*sel));
+    if (sel == NULL) {
+        freeifaddrs(list);
+        return cg_error_set(CG_ERR_NO_MEMORY, "no memory for interfaces");
+    }
+    cg__ifa_select(list, spec, sel);
+    ifa = cg__ifa_find(sel);
+    free(sel);
     if (ifa == NULL) {
         freeifaddrs(list);
         return cg_error_set(CG_ERR_NOT_FOUND,
@@ -125,22 +189,12 @@ cg_status_t cg_sock_pick_addr(const char *ifname_spec, cg_sockaddr_t *addr_p,
     return CG_OK;
 }
 
-/* Is ifa selected by spec (pass allow_lo: loopback too when spec is ""). */
-static bool cg__ifa_selected(const struct ifaddrs *ifa, const char *spec,
-                             bool allow_lo)
-{
-    if (!cg__ifa_usable(ifa))
-        return false;
-    if (spec[0] != '\0')
-        return cg__ifname_matches(spec, ifa->ifa_name);
-    return allow_lo || !(ifa->ifa_flags & IFF_LOOPBACK);
-}
-
 cg_status_t cg_sock_list_ifnames(const char *ifname_spec, char *names,
                                  size_t len, int max, int *n_p)
 {
     const char *spec = (ifname_spec != NULL) ? ifname_spec : "";
     struct ifaddrs *list = NULL;
+    cg__ifa_sel_t *sel;
     int n = 0;
 
     if (names == NULL || len == 0 || max < 1 || n_p == NULL)
@@ -148,22 +202,22 @@ cg_status_t cg_sock_list_ifnames(const char *ifname_spec, char *names,
                             "cg_sock_list_ifnames: no room for names");
     if (getifaddrs(&list) < 0)
         return cg_error_set(CG_ERR_IO, "getifaddrs failed: %m");
-    for (int pass = 0; pass < 2 && n == 0; pass++) {
-        if (pass == 1 && spec[0] != '\0')
-            break;
-        for (const struct ifaddrs *ifa = list; ifa != NULL && n < max;
-             ifa = ifa->ifa_next) {
-            bool seen = false;
-            if (!cg__ifa_selected(ifa, spec, pass == 1))
-                continue;
-            for (int i = 0; i < n && !seen; i++)
-                seen = strncmp(names + (size_t)i * len, ifa->ifa_name,
-                               len) == 0;
-            if (!seen)
-                snprintf(names + (size_t)n++ * len, len, "%s",
-                         ifa->ifa_name);
-        }
+    sel = malloc(sizeof(*sel));
+    if (sel == NULL) {
+        freeifaddrs(list);
+        return cg_error_set(CG_ERR_NO_MEMORY, "no memory for interfaces");
     }
+    cg__ifa_select(list, spec, sel);
+    for (int k = 0; k < sel->n && n < max; k++) {
+        bool seen = false;
+        if (!sel->chosen[k])
+            continue;
+        for (int i = 0; i < n && !seen; i++)
+            seen = strncmp(names + (size_t)i * len, sel->name[k], len) == 0;
+        if (!seen)
+            snprintf(names + (size_t)n++ * len, len, "%s", sel->name[k]);
+    }
+    free(sel);
     freeifaddrs(list);
     if (n == 0)
         return cg_error_set(CG_ERR_NOT_FOUND,

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Log line formatting and the default stderr sink. A line is built whole and
- * written with one write(2), so lines from several ranks sharing a terminal
- * do not interleave. Part of core/base; calls nothing.
+ * Log line formatting, the default stderr sink and the message sink. A
+ * line is built whole and written with one write(2), so lines from several
+ * ranks sharing a terminal do not interleave. Part of core/base; calls nothing.
  */
 #include "core/base/log.h"
 
@@ -22,12 +22,20 @@ void cg_log_init(cg_log_t *log, cg_log_level_t level, int rank)
     log->rank = rank;
     log->sink = NULL;
     log->sink_arg = NULL;
+    log->msg_sink = NULL;
+    log->msg_sink_arg = NULL;
 }
 
 void cg_log_set_sink(cg_log_t *log, cg_log_sink_fn sink, void *arg)
 {
     log->sink = sink;
     log->sink_arg = arg;
+}
+
+void cg_log_set_msg_sink(cg_log_t *log, cg_log_msg_sink_fn sink, void *arg)
+{
+    log->msg_sink = sink;
+    log->msg_sink_arg = arg;
 }
 
 void cg_log_write(const cg_log_t *log, cg_log_level_t level, const char *file,
@@ -40,6 +48,15 @@ void cg_log_write(const cg_log_t *log, cg_log_level_t level, const char *file,
     va_list ap;
 
     base = base ? base + 1 : file;
+    if (log->msg_sink != NULL) {
+        va_start(ap, fmt);
+        errno = saved_errno;
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        errno = saved_errno;
+        log->msg_sink(log->msg_sink_arg, level, base, line, buf);
+        return;
+    }
     if (log->rank >= 0)
         n = (size_t)snprintf(buf, sizeof(buf), "[collguard %d:%d] %s %s:%d ",
                              log->rank, (int)getpid(), level_names[level],

@@ -2,8 +2,10 @@
 /*
  * Leveled logging: cg_error .. cg_trace test the level before formatting, so
  * a disabled level costs one compare. One line per event, prefixed with the
- * rank; the sink is pluggable (stderr by default, NCCL's logger inside the
- * NCCL plugins). A cg_log_t lives in the owning context; no globals.
+ * rank; the sink is pluggable (stderr by default), or a message sink takes
+ * the unprefixed message with file and line (NCCL's logger inside the NCCL
+ * plugins, which prefixes lines itself). A cg_log_t lives in the owning
+ * context; no globals.
  * Part of core/base; calls nothing.
  */
 #ifndef CG_BASE_LOG_H
@@ -11,15 +13,24 @@
 
 #include "collguard/log.h"
 
+/* A sink for a host logger that writes its own prefix (NCCL's): the
+ * message alone, with the source file's base name and line. */
+typedef void (*cg_log_msg_sink_fn)(void *arg, cg_log_level_t level,
+                                   const char *file, int line,
+                                   const char *msg);
+
 typedef struct cg_log {
     cg_log_level_t level;
     int rank;                 /* -1 until bootstrap knows it */
     cg_log_sink_fn sink;      /* NULL: stderr */
     void *sink_arg;
+    cg_log_msg_sink_fn msg_sink; /* when set, takes the place of sink */
+    void *msg_sink_arg;
 } cg_log_t;
 
 void cg_log_init(cg_log_t *log, cg_log_level_t level, int rank);
 void cg_log_set_sink(cg_log_t *log, cg_log_sink_fn sink, void *arg);
+void cg_log_set_msg_sink(cg_log_t *log, cg_log_msg_sink_fn sink, void *arg);
 
 void cg_log_write(const cg_log_t *log, cg_log_level_t level, const char *file,
                   int line, const char *fmt, ...)

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Devices: one per usable interface CG_SOCKET_IFNAME (or NCCL's
- * NCCL_SOCKET_IFNAME) selects, and the properties NCCL's topology code
+ * NCCL_SOCKET_IFNAME) selects, NCCL's automatic choice when unset
+ * (transport/sock_ifaddr.c: no docker*, lo* or virbr* beside a real
+ * interface), and the properties NCCL's topology code
  * reads: a virtual device (pciPath NULL), the link speed from sysfs,
  * host pointers only, maxComms, maxRecvs, byte limits within NCCL's
  * bounds. Layer: plugin/nccl; calls transport/sock.

@@ -42,23 +42,23 @@ ncclResult_t cg__np_result(cg_status_t st)
     }
 }
 
-/* collguard's lines go to NCCL's logger under the NET subsystem; NCCL
- * filters them by NCCL_DEBUG and NCCL_DEBUG_SUBSYS. */
-static void cg__np_sink(void *arg, cg_log_level_t level, const char *line)
+/* collguard's lines go to NCCL's logger under the NET subsystem, as the
+ * message with its file and line: NCCL writes its own prefix, and filters
+ * by NCCL_DEBUG and NCCL_DEBUG_SUBSYS. */
+static void cg__np_sink(void *arg, cg_log_level_t level, const char *file,
+                        int line, const char *msg)
 {
     ncclDebugLogger_t logger = cg__np.logger;
     ncclDebugLogLevel nl = NCCL_LOG_TRACE;
 
     (void)arg;
-    if (logger == NULL) {
-        fprintf(stderr, "%s\n", line);
-        return;
-    }
+    if (logger == NULL)
+        return; /* installed only with a logger */
     if (level <= CG_LOG_WARN)
         nl = NCCL_LOG_WARN;
     else if (level == CG_LOG_INFO)
         nl = NCCL_LOG_INFO;
-    logger(nl, NCCL_NET, "collguard", 0, "%s", line);
+    logger(nl, NCCL_NET, file, line, "%s", msg);
 }
 
 static void cg__np_teardown(void)
@@ -83,7 +83,8 @@ static cg_status_t cg__np_setup(ncclDebugLogger_t logger)
     /* NCCL filters what it prints: hand it info lines unless the user
      * chose a level. */
     cg_log_init(&cg__np.log, logger != NULL ? CG_LOG_INFO : CG_LOG_WARN, -1);
-    cg_log_set_sink(&cg__np.log, cg__np_sink, NULL);
+    if (logger != NULL) /* else collguard's own lines on stderr */
+        cg_log_set_msg_sink(&cg__np.log, cg__np_sink, NULL);
     st = cg_config_load(&cg__np.cfg, NULL, NULL, NULL, &cg__np.log);
     if (st != CG_OK)
         return st;

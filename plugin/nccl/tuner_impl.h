@@ -40,6 +40,7 @@ typedef struct cg__tn_state {
     cg_pressure_t last_level;
     cg__tn_rule_t *rules;
     int nrules;
+    bool passthrough;      /* setup failed: NCCL's choices left alone */
 } cg__tn_state_t;
 
 typedef struct cg__tn_ctx {
@@ -55,8 +56,9 @@ ncclResult_t cg__tn_finalize(void *ctx);
 /* The governor's level now (sampled when CG_PROBE_INTERVAL passed). */
 cg_pressure_t cg__tn_pressure(void);
 
-/* tuner_rules.c: parses path (CSV); bad lines are skipped with a warning
- * naming file and line. CG_ERR_IO when the file cannot be read. */
+/* tuner_rules.c: parses path (CSV), all or nothing: CG_ERR_IO when the
+ * file cannot be read, CG_ERR_CONFIG naming file and line for the first
+ * line that does not parse; *rules_p and *n_p set only on CG_OK. */
 cg_status_t cg__tn_rules_load(const char *path, const cg_log_t *log,
                              cg__tn_rule_t **rules_p, int *n_p);
 const cg__tn_rule_t *cg__tn_rules_match(const cg__tn_rule_t *rules, int n,

@@ -69,6 +69,8 @@ ncclResult_t cg__tn_get_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
     if (c == NULL || t == NULL || nchannels == NULL || num_algo < 1 ||
         num_proto < 1)
         return ncclInvalidArgument;
+    if (cg__tn.passthrough)
+        return ncclSuccess; /* setup failed (logged at init) */
     rule = cg__tn_rules_match(cg__tn.rules, cg__tn.nrules, (int)coll, nbytes,
                              c->nnodes, c->nranks);
     if (rule != NULL && rule->algo < num_algo && rule->proto < num_proto &&

@@ -6,8 +6,9 @@
  * algorithm: tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree,
  * pat; protocol: ll, ll128, simple; sizes inclusive (bytes or 64K, 4M);
  * channels, nNodes, nRanks: -1 for NCCL's / any (the last two may be
- * left out). '#' starts a comment. The first matching rule wins. A line
- * that does not parse is skipped with a warning naming file and line.
+ * left out). '#' starts a comment. The first matching rule wins. A file
+ * is taken whole or not at all: a line that does not parse refuses the
+ * file (the caller warns, naming file and line, and runs without rules).
  * Layer: plugin/nccl; calls core/base.
  */
 #include <stdio.h>
@@ -107,17 +108,17 @@ cg_status_t cg__tn_rules_load(const char *path, const cg_log_t *log,
     cg__tn_rule_t *rules;
     char line[512];
     int n = 0, lineno = 0;
+    cg_status_t st = CG_OK;
     FILE *f = fopen(path, "r");
 
     if (f == NULL)
-        return cg_error_set(CG_ERR_IO, "CG_TUNER_RULES: cannot read %s: %m",
-                            path);
+        return cg_error_set(CG_ERR_IO, "cannot open %s: %m", path);
     rules = calloc(CG_TN_RULES_MAX, sizeof(*rules));
     if (rules == NULL) {
         fclose(f);
         return cg_error_set(CG_ERR_NO_MEMORY, "no memory for tuner rules");
     }
-    while (fgets(line, sizeof(line), f) != NULL) {
+    while (st == CG_OK && fgets(line, sizeof(line), f) != NULL) {
         const char *why = NULL;
         char *hash = strchr(line, '#'), *s;
         lineno++;
@@ -134,9 +135,15 @@ cg_status_t cg__tn_rules_load(const char *path, const cg_log_t *log,
         if (cg__tn_parse_line(s, &rules[n], &why))
             n++;
         else
-            cg_warn(log, "%s:%d: rule skipped: %s", path, lineno, why);
+            st = cg_error_set(CG_ERR_CONFIG, "%s:%d: %s", path, lineno, why);
     }
+    if (st == CG_OK && ferror(f))
+        st = cg_error_set(CG_ERR_IO, "cannot read %s: %m", path);
     fclose(f);
+    if (st != CG_OK) {
+        free(rules);
+        return st;
+    }
     *rules_p = rules;
     *n_p = n;
     return CG_OK;

@@ -5,6 +5,12 @@
  * and a context is current, else over host memory, the CSV rules), kept
  * while contexts live, torn down by the last finalize or at unload. No
  * thread is started. Logging goes to NCCL's logger (TUNING subsystem).
+ * Init fails a communicator (NCCL 2.28 fails its creation when the tuner's
+ * init does) only when there is no memory for a context: a rules file
+ * that cannot be read or does not parse is ignored whole, and any other
+ * setup failure (a bad CG_* value, CG_MEM_PROBE=cuda without a CUDA
+ * context) leaves the tuner a pass-through until the last finalize, each
+ * with a WARN saying why.
  * Layer: plugin/nccl; calls the governor and core/base.
  */
 #include <stdio.h>
@@ -16,18 +22,19 @@
 
 cg__tn_state_t cg__tn = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void cg__tn_sink(void *arg, cg_log_level_t level, const char *line)
+/* Lines go to NCCL's logger under TUNING as the message with its file and
+ * line (NCCL writes its own prefix). */
+static void cg__tn_sink(void *arg, cg_log_level_t level, const char *file,
+                        int line, const char *msg)
 {
     ncclDebugLogger_t logger = cg__tn.logger;
 
     (void)arg;
-    if (logger == NULL) {
-        fprintf(stderr, "%s\n", line);
-        return;
-    }
+    if (logger == NULL)
+        return; /* installed only with a logger */
     logger(level <= CG_LOG_WARN ? NCCL_LOG_WARN
            : level == CG_LOG_INFO ? NCCL_LOG_INFO : NCCL_LOG_TRACE,
-           NCCL_TUNING, "collguard", 0, "%s", line);
+           NCCL_TUNING, file, line, "%s", msg);
 }
 
 static void cg__tn_teardown(void)
@@ -39,6 +46,7 @@ static void cg__tn_teardown(void)
     cg__tn.rules = NULL;
     cg__tn.nrules = 0;
     cg__tn.users = 0;
+    cg__tn.passthrough = false;
 }
 
 static cg_status_t cg__tn_setup(ncclDebugLogger_t logger)
@@ -49,7 +57,8 @@ static cg_status_t cg__tn_setup(ncclDebugLogger_t logger)
     cg__tn.logger = logger;
     cg_config_defaults(&cg__tn.cfg);
     cg_log_init(&cg__tn.log, logger != NULL ? CG_LOG_INFO : CG_LOG_WARN, -1);
-    cg_log_set_sink(&cg__tn.log, cg__tn_sink, NULL);
+    if (logger != NULL) /* else collguard's own lines on stderr */
+        cg_log_set_msg_sink(&cg__tn.log, cg__tn_sink, NULL);
     st = cg_config_load(&cg__tn.cfg, NULL, NULL, NULL, &cg__tn.log);
     if (st != CG_OK)
         return st;
@@ -76,7 +85,9 @@ static cg_status_t cg__tn_setup(ncclDebugLogger_t logger)
         st = cg__tn_rules_load(cg__tn.cfg.tuner_rules, &cg__tn.log,
                               &cg__tn.rules, &cg__tn.nrules);
         if (st != CG_OK)
-            return st;
+            cg_warn(&cg__tn.log, "tuner plugin %s: rules file "
+                    "(CG_TUNER_RULES / NCCL_TUNER_CONFIG_FILE) ignored: %s; "
+                    "running without rules", CG_TN_NAME, cg_last_error());
     }
     cg_info(&cg__tn.log, "tuner plugin %s: probe %s, pressure %d, %d "
             "rule(s), channel caps %d (warn) %d (critical; 0: NCCL's)", CG_TN_NAME,
@@ -104,13 +115,11 @@ ncclResult_t cg__tn_init(size_t nranks, size_t nnodes,
     if (cg__tn.users == 0) {
         st = cg__tn_setup(logger);
         if (st != CG_OK) {
-            cg_error(&cg__tn.log, "tuner plugin %s: init failed: %s",
-                     CG_TN_NAME, cg_last_error());
+            cg_warn(&cg__tn.log, "tuner plugin %s: %s; running as a "
+                    "pass-through (NCCL's algorithm, protocol and channel "
+                    "choices untouched)", CG_TN_NAME, cg_last_error());
             cg__tn_teardown();
-            pthread_mutex_unlock(&cg__tn.lock);
-            free(ctx);
-            return st == CG_ERR_CONFIG ? ncclInvalidArgument
-                                       : ncclSystemError;
+            cg__tn.passthrough = true;
         }
     }
     cg__tn.users++;

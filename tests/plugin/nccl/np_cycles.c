@@ -6,8 +6,10 @@
  * 10th with a message each way), finalize, dlclose; then dlopen the tuner,
  * ncclTunerPlugin_v5 init, one getCollInfo, finalize, dlclose. Run under
  * valgrind (tests/valgrind/run.sh): whatever a cycle leaks shows up N
- * times. Prints "ok N" and exits 0; the first failure, exit 1.
+ * times; at the end the process has as many threads as before the first
+ * dlopen. Prints "ok N" and exits 0; the first failure, exit 1.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,7 +114,6 @@ static int tuner_cycle(const char *path, int c)
     ncclTunerConstants_v5_t k;
     ncclNvlDomainInfo_v5_t nvl = {1, 8, 8};
     float cost[NCCL_NUM_ALGORITHMS_V5][NCCL_NUM_PROTOCOLS_V5];
-    float *rows[NCCL_NUM_ALGORITHMS_V5];
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL), *ctx = NULL;
     ncclTuner_v5_t *t = lib ? dlsym(lib, "ncclTunerPlugin_v5") : NULL;
     int nch = 0;
@@ -120,28 +121,54 @@ static int tuner_cycle(const char *path, int c)
     if (t == NULL)
         FAIL("cycle %d: no ncclTunerPlugin_v5 in %s", c, path);
     memset(&k, 0, sizeof(k));
-    for (int a = 0; a < NCCL_NUM_ALGORITHMS_V5; a++) {
-        rows[a] = cost[a];
+    for (int a = 0; a < NCCL_NUM_ALGORITHMS_V5; a++)
         for (int p = 0; p < NCCL_NUM_PROTOCOLS_V5; p++)
             cost[a][p] = 1.0f + (float)(a * NCCL_NUM_PROTOCOLS_V5 + p);
-    }
     OK(t->init(&ctx, 7, 16, 2, quiet, &nvl, &k));
-    OK(t->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, rows,
+    /* NCCL passes its flat float[algo][proto] table cast to float **. */
+    OK(t->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, (float **)cost,
                       NCCL_NUM_ALGORITHMS_V5, NCCL_NUM_PROTOCOLS_V5, 0, &nch));
+    for (int a = 0; a < NCCL_NUM_ALGORITHMS_V5; a++)
+        for (int p = 0; p < NCCL_NUM_PROTOCOLS_V5; p++)
+            if (cost[a][p] != 1.0f + (float)(a * NCCL_NUM_PROTOCOLS_V5 + p) &&
+                cost[a][p] != NCCL_ALGO_PROTO_IGNORE)
+                FAIL("cycle %d: cell %d/%d became %g", c, a, p,
+                     (double)cost[a][p]);
     OK(t->finalize(ctx));
     dlclose(lib);
     return 0;
 }
 
+/* Threads of this process now (/proc/self/task); -1 if unreadable. */
+static int nthreads(void)
+{
+    DIR *dir = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+
+    if (dir == NULL)
+        return -1;
+    while ((e = readdir(dir)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(dir);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
-    int n = argc > 3 ? atoi(argv[3]) : 100;
+    int n = argc > 3 ? atoi(argv[3]) : 100, before = nthreads(), after;
 
     if (argc < 3)
         FAIL("usage: np_cycles NET_LIB TUNER_LIB [N]");
     for (int c = 0; c < n; c++)
         if (net_cycle(argv[1], c) != 0 || tuner_cycle(argv[2], c) != 0)
             return 1;
+    /* A transport's own threads (UCX's async thread while a context
+     * lives) are gone once every comm is closed and the library closed. */
+    after = nthreads();
+    if (before < 1 || after != before)
+        FAIL("%d threads before the first dlopen, %d after the last "
+             "dlclose", before, after);
     printf("ok %d\n", n);
     return 0;
 }

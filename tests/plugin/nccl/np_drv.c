@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Version dispatch of the net plugin test harness (see np_drv.h).
+ * Version dispatch of the net plugin test harness, and the logger it hands
+ * the plugin, which keeps every line with its level, flags, file and line
+ * (see np_drv.h).
  */
 #include "np_drv.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,19 +22,91 @@
 
 void (*np_drv_log_sink)(int level, const char *line);
 
-static void np__log(ncclDebugLogLevel level, unsigned long flags,
-                    const char *file, int line, const char *fmt, ...)
+static pthread_mutex_t np_drv_logger_lock = PTHREAD_MUTEX_INITIALIZER;
+static np_drv_line_t np__lines[NP_DRV_LOG_KEEP];
+static int np__nlines; /* ever kept since the last clear */
+
+void np_drv_logger(ncclDebugLogLevel level, unsigned long flags,
+                   const char *file, int line, const char *fmt, ...)
 {
     char text[1024];
+    np_drv_line_t *l;
     va_list ap;
 
-    (void)flags; (void)file; (void)line;
-    if (np_drv_log_sink == NULL)
-        return;
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    np_drv_log_sink((int)level, text);
+    pthread_mutex_lock(&np_drv_logger_lock);
+    l = &np__lines[np__nlines++ % NP_DRV_LOG_KEEP];
+    l->level = (int)level;
+    l->flags = flags;
+    snprintf(l->file, sizeof(l->file), "%s", file != NULL ? file : "");
+    l->line = line;
+    memcpy(l->text, text, sizeof(l->text));
+    pthread_mutex_unlock(&np_drv_logger_lock);
+    if (np_drv_log_sink != NULL)
+        np_drv_log_sink((int)level, text);
+}
+
+void np_drv_log_clear(void)
+{
+    pthread_mutex_lock(&np_drv_logger_lock);
+    np__nlines = 0;
+    pthread_mutex_unlock(&np_drv_logger_lock);
+}
+
+int np_drv_log_total(void)
+{
+    int n;
+
+    pthread_mutex_lock(&np_drv_logger_lock);
+    n = np__nlines < NP_DRV_LOG_KEEP ? np__nlines : NP_DRV_LOG_KEEP;
+    pthread_mutex_unlock(&np_drv_logger_lock);
+    return n;
+}
+
+int np_drv_log_get(int i, np_drv_line_t *out)
+{
+    int n, first, ok = 0;
+
+    pthread_mutex_lock(&np_drv_logger_lock);
+    n = np__nlines < NP_DRV_LOG_KEEP ? np__nlines : NP_DRV_LOG_KEEP;
+    first = np__nlines - n;
+    if (i >= 0 && i < n) {
+        *out = np__lines[(first + i) % NP_DRV_LOG_KEEP];
+        ok = 1;
+    }
+    pthread_mutex_unlock(&np_drv_logger_lock);
+    return ok;
+}
+
+int np_drv_log_bad(unsigned long flags)
+{
+    np_drv_line_t l;
+    int bad = 0, i;
+
+    for (i = 0; np_drv_log_get(i, &l); i++) {
+        size_t fl = strlen(l.file);
+        if (l.flags != flags || fl < 3 || strcmp(l.file + fl - 2, ".c") != 0 ||
+            l.line <= 0 || strncmp(l.text, "[collguard", 10) == 0) {
+            fprintf(stderr, "log line breaks NCCL's contract (flags %#lx, "
+                    "want %#lx; file '%s' line %d): %s\n", l.flags, flags,
+                    l.file, l.line, l.text);
+            bad++;
+        }
+    }
+    return i == 0 ? -1 : bad;
+}
+
+int np_drv_log_count(int level, const char *needle)
+{
+    np_drv_line_t l;
+    int c = 0;
+
+    for (int i = 0; np_drv_log_get(i, &l); i++)
+        if ((level < 0 || l.level == level) && strstr(l.text, needle) != NULL)
+            c++;
+    return c;
 }
 
 int np_drv_open(np_drv_t *d, const char *path, int ver)
@@ -65,9 +140,9 @@ void np_drv_close(np_drv_t *d)
 ncclResult_t np_init(np_drv_t *d)
 {
     ncclNetCommConfig_v11_t cfg = {-1};
-    return PICK(d, V11(d)->init(&d->ctx, 42, &cfg, np__log, NULL),
-                V10(d)->init(np__log, NULL), V9(d)->init(np__log),
-                V8(d)->init(np__log));
+    return PICK(d, V11(d)->init(&d->ctx, 42, &cfg, np_drv_logger, NULL),
+                V10(d)->init(np_drv_logger, NULL), V9(d)->init(np_drv_logger),
+                V8(d)->init(np_drv_logger));
 }
 
 ncclResult_t np_finalize(np_drv_t *d)
@@ -144,12 +219,18 @@ ncclResult_t np_accept(np_drv_t *d, void *l, void **r)
                 V9(d)->accept(l, r, NULL), V8(d)->accept(l, r, NULL));
 }
 
+ncclResult_t np_reg_type(np_drv_t *d, void *c, void *p, size_t n, int type,
+                         void **mh)
+{
+    return PICK(d, V11(d)->regMr(c, p, n, type, mh),
+                V10(d)->regMr(c, p, n, type, mh),
+                V9(d)->regMr(c, p, n, type, mh),
+                V8(d)->regMr(c, p, n, type, mh));
+}
+
 ncclResult_t np_reg(np_drv_t *d, void *c, void *p, size_t n, void **mh)
 {
-    return PICK(d, V11(d)->regMr(c, p, n, NCCL_PTR_HOST, mh),
-                V10(d)->regMr(c, p, n, NCCL_PTR_HOST, mh),
-                V9(d)->regMr(c, p, n, NCCL_PTR_HOST, mh),
-                V8(d)->regMr(c, p, n, NCCL_PTR_HOST, mh));
+    return np_reg_type(d, c, p, n, NCCL_PTR_HOST, mh);
 }
 
 ncclResult_t np_dereg(np_drv_t *d, void *c, void *mh)

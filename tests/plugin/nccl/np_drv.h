@@ -25,6 +25,32 @@ typedef struct np_drv {
 /* Where the plugin's log lines go (formatted, NCCL's level); NULL: dropped. */
 extern void (*np_drv_log_sink)(int level, const char *line);
 
+/* Every line the plugin hands the logger is also kept (the last
+ * NP_DRV_LOG_KEEP, thread-safe) with NCCL's level and subsystem flags and
+ * the file and line it passed, for the harnesses to assert on. */
+#define NP_DRV_LOG_KEEP 512
+typedef struct np_drv_line {
+    int level;             /* ncclDebugLogLevel */
+    unsigned long flags;   /* ncclDebugLogSubSys */
+    char file[64];         /* "" when NULL was passed */
+    int line;
+    char text[1024];
+} np_drv_line_t;
+/* The logger the driver passes to init (the tuner harness's too). */
+void np_drv_logger(ncclDebugLogLevel level, unsigned long flags,
+                   const char *file, int line, const char *fmt, ...);
+void np_drv_log_clear(void);
+/* How many kept lines have level (any when < 0) and contain needle. */
+int np_drv_log_count(int level, const char *needle);
+/* A copy of kept line i (0 oldest); 0 if there is none. */
+int np_drv_log_get(int i, np_drv_line_t *out);
+int np_drv_log_total(void);
+/* How many kept lines break NCCL's logging contract (each printed): a
+ * subsystem other than flags, no file or line, or the text starting with
+ * collguard's own prefix ("[collguard", which NCCL's prefix would double);
+ * -1 when no line was kept. */
+int np_drv_log_bad(unsigned long flags);
+
 int np_drv_open(np_drv_t *d, const char *path, int ver);
 void np_drv_close(np_drv_t *d);
 ncclResult_t np_init(np_drv_t *d);
@@ -37,6 +63,9 @@ ncclResult_t np_listen(np_drv_t *d, int dev, void *h, void **l);
 ncclResult_t np_connect(np_drv_t *d, int dev, void *h, void **s);
 ncclResult_t np_accept(np_drv_t *d, void *l, void **r);
 ncclResult_t np_reg(np_drv_t *d, void *c, void *p, size_t n, void **mh);
+/* regMr with a pointer type (NCCL_PTR_HOST, NCCL_PTR_CUDA, ...). */
+ncclResult_t np_reg_type(np_drv_t *d, void *c, void *p, size_t n, int type,
+                         void **mh);
 ncclResult_t np_dereg(np_drv_t *d, void *c, void *mh);
 ncclResult_t np_isend(np_drv_t *d, void *s, void *p, size_t n, int tag,
                       void *mh, void **req);

@@ -5,15 +5,19 @@
  * Two processes (fork; handles cross a socketpair as NCCL's bootstrap
  * would carry them), each loading the library itself: init, devices,
  * properties, connect/accept polled from one thread, registrations (256
- * MiB too), grouped receives in reverse tag order, short and 0-byte
- * messages, 32 in flight, several comms connecting at once, a second
- * thread registering, listening and accepting on the listener whose lane
- * the data's comm shares while data moves, a receive posted after its
- * too long message arrived, close with nothing sent, bad use (a request
- * tested again, a deregistered handle posted, also once its slot is
- * reused), a stranger's connect refused; then in one process
- * init/finalize and dlopen/dlclose cycles. Exit 0 when every check held.
+ * MiB on each side; a CUDA pointer refused), grouped receives in reverse
+ * tag order, short and 0-byte messages, 32 in flight, several comms
+ * connecting at once, a second thread registering, listening and
+ * accepting on the listener whose lane the data's comm shares while data
+ * moves, a receive posted after its too long message arrived, close with
+ * nothing sent, bad use (a request tested again, a deregistered handle
+ * posted, also once its slot is reused), a stranger's connect refused;
+ * then in one process init/finalize and dlopen/dlclose cycles, and a
+ * second dlopen of the library for its tuner table while a message is in
+ * flight. Log lines go under NET without collguard's prefix. Exit 0 when
+ * every check held.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -26,6 +30,7 @@
 
 #include "harness_check.h"
 #include "np_drv.h"
+#include "plugin/nccl/tuner_v5.h"
 
 #define H NCCL_NET_HANDLE_MAXSIZE
 
@@ -232,6 +237,13 @@ static void receiver(np_drv_t *d, int fd)
         CHECK(np_test(d, junk, &done, NULL) == ncclInvalidArgument);
         CHECK(np_isend(d, rc, buf, 8, 1, mh, &req) == ncclInvalidArgument);
         CHECK(req == NULL); /* always written */
+        /* Device memory: ptrSupport is host only. */
+        req = (void *)1;
+        np_drv_log_clear();
+        CHECK(np_reg_type(d, rc, buf, 4096, NCCL_PTR_CUDA, &req) ==
+              ncclInvalidArgument);
+        CHECK(req == NULL);
+        CHECK(np_drv_log_count(NCCL_LOG_WARN, "only host memory") == 1);
     }
     OK(np_dereg(d, rc, mh));
     CHECK(np_dereg(d, rc, mh) == ncclInvalidArgument);
@@ -330,7 +342,8 @@ static void sender(np_drv_t *d, int fd)
 {
     unsigned char h[H];
     void *sc, *mh;
-    char *buf = malloc(1 << 20);
+    size_t big = 256u << 20;
+    char *buf = malloc(big);
 
     g_who = "send";
     xfer(fd, h, H, 0);
@@ -357,7 +370,7 @@ static void sender(np_drv_t *d, int fd)
     }
     sc = do_connect(d, h);
     CHECK(sc != NULL);
-    OK(np_reg(d, sc, buf, 1 << 20, &mh));
+    OK(np_reg(d, sc, buf, big, &mh));
     for (int n = 1; n <= 8; n++)
         for (int i = n - 1; i >= 0; i--) {
             size_t len = i == 0 ? 0 : (size_t)(1000 * i + n);
@@ -477,6 +490,7 @@ static int run_pair(const char *lib, int ver)
         OK(np_init(&d));
         sender(&d, sv[1]);
         OK(np_finalize(&d));
+        CHECK(np_drv_log_bad(NCCL_NET) == 0);
         np_drv_close(&d);
         _exit(g_fail);
     }
@@ -495,13 +509,68 @@ static int run_pair(const char *lib, int ver)
         CHECK(p.maxRecvs == 8 && p.maxComms > 0 && p.speed > 0);
         CHECK(p.maxP2pBytes > 0 && p.maxP2pBytes <= NCCL_MAX_NET_SIZE_BYTES);
         CHECK(np_props(&d, n, &p) == ncclInvalidArgument);
+        /* NP_WANT_DEV: the one device the environment selects. */
+        if (getenv("NP_WANT_DEV") != NULL)
+            CHECK(n == 1 && p.name != NULL &&
+                  strcmp(p.name, getenv("NP_WANT_DEV")) == 0);
     }
     receiver(&d, sv[0]);
     OK(np_finalize(&d));
+    CHECK(np_drv_log_bad(NCCL_NET) == 0);
     np_drv_close(&d);
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     return g_fail;
+}
+
+/* NCCL's tuner loader dlopens the net plugin library a second time when
+ * no tuner library is named: with a message in flight on s -> r, the same
+ * library is opened again, its ncclTunerPlugin_v5 used (init, getCollInfo
+ * on a flat cost table as NCCL passes it, finalize) and closed; the
+ * message and one after it still arrive. */
+static void second_dlopen(const char *lib, np_drv_t *d, void *s, void *r)
+{
+    enum { NA = NCCL_NUM_ALGORITHMS_V5, NP = NCCL_NUM_PROTOCOLS_V5 };
+    float cost[NA][NP];
+    ncclTunerConstants_v5_t k;
+    ncclNvlDomainInfo_v5_t nvl = {1, 8, 8};
+    char in[16];
+    void *h2, *tctx = NULL, *sreq = NULL, *rreq = NULL;
+    ncclTuner_v5_t *t;
+    int nch = 0;
+
+    for (int round = 0; round < 2; round++) {
+        void *p = in;
+        size_t cap = sizeof(in);
+        int tag = 40 + round, got = -1;
+        memset(in, 0, sizeof(in));
+        OK(np_irecv(d, r, 1, &p, &cap, &tag, NULL, &rreq));
+        OK(np_isend(d, s, round ? "after" : "again", 6, tag, NULL, &sreq));
+        if (round == 0) {
+            h2 = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+            CHECK(h2 != NULL && h2 == d->lib); /* the same object */
+            t = h2 != NULL ? dlsym(h2, "ncclTunerPlugin_v5") : NULL;
+            CHECK(t != NULL);
+            if (t != NULL) {
+                memset(&k, 0, sizeof(k));
+                for (int a = 0; a < NA; a++)
+                    for (int q = 0; q < NP; q++)
+                        cost[a][q] = 1.0f + (float)(a * NP + q);
+                OK(t->init(&tctx, 7, 4, 2, np_drv_logger, &nvl, &k));
+                OK(t->getCollInfo(tctx, ncclFuncAllReduce, 1 << 20, 1,
+                                  (float **)cost, NA, NP, 0, &nch));
+                /* Ring/Simple survives every pressure level. */
+                CHECK(cost[NCCL_ALGO_RING][NCCL_PROTO_SIMPLE] !=
+                      NCCL_ALGO_PROTO_IGNORE);
+                OK(t->finalize(tctx));
+            }
+            if (h2 != NULL)
+                dlclose(h2);
+        }
+        OK(wait_req(d, sreq, NULL));
+        OK(wait_req(d, rreq, &got));
+        CHECK(got == 6 && strcmp(in, round ? "after" : "again") == 0);
+    }
 }
 
 /* One process, one thread: listen, connect and accept alternately, as
@@ -519,7 +588,14 @@ static int run_single(const char *lib, int ver)
         if (np_drv_open(&d, lib, ver) != 0)
             return 1;
         for (int k = 0; k < 2; k++) { /* init -> finalize -> init */
+            np_drv_log_clear();
             OK(np_init(&d));
+            /* Its INFO lines, under NET, without collguard's prefix
+             * (v10 and older set up once per load). */
+            if (k == 0 || ver == 11) {
+                CHECK(np_drv_log_count(NCCL_LOG_INFO, "device(s)") == 1);
+                CHECK(np_drv_log_bad(NCCL_NET) == 0);
+            }
             if (ver == 11)
                 CHECK(((ncclNet_v11_t *)d.table)->finalize(NULL) ==
                       ncclSuccess);
@@ -540,6 +616,8 @@ static int run_single(const char *lib, int ver)
             OK(wait_req(&d, sreq, NULL));
             OK(wait_req(&d, req, &got));
             CHECK(got == 6 && strcmp(in, "hello") == 0);
+            if (cycle == 0 && k == 0)
+                second_dlopen(lib, &d, s, r);
             OK(np_close_send(&d, s));
             OK(np_close_recv(&d, r));
             OK(np_close_listen(&d, l));
