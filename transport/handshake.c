@@ -177,6 +177,11 @@ static cg_status_t cg__hs_peer_complete(cg_hs_t *hs)
         hs->state = CG_HS_ST_DONE;
         return CG_OK;
     }
+    if (hs->before_answer != NULL) {
+        cg_status_t status = hs->before_answer(hs, hs->before_answer_arg);
+        if (status != CG_OK)
+            return status;
+    }
     hs->local.conn_id = hs->peer.conn_id;
     hs->local.sock_index = hs->peer.sock_index;
     hs->local.nsocks = hs->peer.nsocks;

@@ -91,6 +91,12 @@ typedef struct cg_hs {
     cg_hs_hdr_t peer;       /* valid from RECV_PAYLOAD on */
     uint8_t peer_payload[CG_HS_PAYLOAD_MAX];
     size_t payload_got;
+    /* Acceptor, optional (cg_hs_init clears it; set it after): runs once
+     * the peer's header and payload passed the checks, before the answer
+     * goes out, so what it sets up exists before the peer's exchange ends;
+     * an error fails the exchange unanswered. */
+    cg_status_t (*before_answer)(struct cg_hs *hs, void *arg);
+    void *before_answer_arg;
 } cg_hs_t;
 
 /* Prepares an exchange over fd (connector: fd from cg_sock_connect_start,

@@ -42,6 +42,8 @@ static uint32_t cg__ucx_get32(const uint8_t *p)
            (uint32_t)p[3] << 24;
 }
 
+static cg_status_t cg__ucx_conn_before_answer(cg_hs_t *hs, void *arg);
+
 static cg__ucx_tp_t *cg__ucx_conn_tp(const cg__ucx_conn_t *conn)
 {
     return (cg__ucx_tp_t *)conn->super.tp;
@@ -83,6 +85,10 @@ cg__ucx_conn_t *cg__ucx_conn_new(cg__ucx_tp_t *tp, int fd, cg_hs_role_t role)
     cg_sock_tune(fd, tp->super.params.timeout_ns);
     cg_hs_init(&conn->hs, role, fd, &local, conn->payload,
                cg_deadline_ns(tp->super.params.timeout_ns));
+    if (role == CG_HS_ACCEPTOR) {
+        conn->hs.before_answer = cg__ucx_conn_before_answer;
+        conn->hs.before_answer_arg = conn;
+    }
     tp->nhs++;
     return conn;
 }
@@ -185,10 +191,11 @@ static ucs_status_t cg__ucx_conn_make_ep(cg__ucx_conn_t *conn)
     return cg__ucx_ep_create(conn, 0);
 }
 
-/* The handshake is done: take the peer's id and address, make the ep. */
-cg_status_t cg__ucx_conn_establish(cg__ucx_conn_t *conn)
+/* The peer's handshake header and payload are in: check the payload, take
+ * the peer's id and address, make the ep; the conn's state is left as it
+ * is. On failure conn->ep stays NULL. */
+static cg_status_t cg__ucx_conn_peer_ep(cg__ucx_conn_t *conn)
 {
-    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
     const cg_hs_hdr_t *peer = &conn->hs.peer;
     ucs_status_t us;
 
@@ -201,11 +208,48 @@ cg_status_t cg__ucx_conn_establish(cg__ucx_conn_t *conn)
                             peer->payload_len, (int)peer->rank);
     conn->peer_id = cg__ucx_get32(conn->hs.peer_payload);
     us = cg__ucx_conn_make_ep(conn);
-    if (us != UCS_OK)
+    if (us != UCS_OK) {
+        conn->ep = NULL;
         return cg_error_set(CG_ERR_UNREACHABLE, "ucx: ucp_ep_create to rank "
                             "%d failed: %s", peer->rank,
                             ucs_status_string(us));
-    conn->super.peer_rank = peer->rank;
+    }
+    return CG_OK;
+}
+
+/* The acceptor's handshake hook: the endpoint is made before the answer
+ * goes out. The answer completes the peer's connect, after which the peer
+ * may close its conn at once, destroying its worker and the shared memory
+ * our endpoint must attach (ucp_ep_create then fails: "shmat ... Invalid
+ * argument"), so making it after the answer lost connections that the
+ * peer had seen complete. */
+static cg_status_t cg__ucx_conn_before_answer(cg_hs_t *hs, void *arg)
+{
+    cg__ucx_conn_t *conn = arg;
+    cg_status_t st;
+
+    (void)hs;
+    st = cg__ucx_conn_peer_ep(conn);
+    if (st != CG_OK) {
+        conn->no_ep = 1;
+        snprintf(conn->why, sizeof(conn->why), "%s", cg_last_error());
+    }
+    return st;
+}
+
+/* The handshake is done: make the ep (the acceptor's exists already), and
+ * the conn is ready. */
+cg_status_t cg__ucx_conn_establish(cg__ucx_conn_t *conn)
+{
+    cg__ucx_tp_t *tp = cg__ucx_conn_tp(conn);
+    cg_status_t st;
+
+    if (conn->ep == NULL) {
+        st = cg__ucx_conn_peer_ep(conn);
+        if (st != CG_OK)
+            return st;
+    }
+    conn->super.peer_rank = conn->hs.peer.rank;
     conn->state = CG_UCX_CONN_READY;
     conn->status = CG_OK;
     conn->last_activity_ns = 0;

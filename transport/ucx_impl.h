@@ -96,6 +96,8 @@ typedef struct cg__ucx_conn {
     uint32_t peer_id;         /* the peer's: high tag bits of what we send */
     ucp_ep_h ep;
     int err_none;             /* ep without UCX error handling (shm only) */
+    int no_ep;                /* accept side: a peer that passed the
+                               * handshake checks, its ep not made (why) */
     size_t rndv_min;          /* smallest rendezvous message (err_none) */
     void *close_req;          /* endpoint close in flight */
     uint64_t last_activity_ns;  /* 0: just now, the sweep stamps it */

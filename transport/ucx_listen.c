@@ -54,8 +54,21 @@ cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
     return CG_OK;
 }
 
+/* Drops a conn that has not been handed out: one whose endpoint exists
+ * (made before the answer, see ucx_conn.c) closes it, in the background
+ * if need be. */
+static void cg__ucx_conn_drop(cg__ucx_conn_t *conn)
+{
+    if (conn->ep != NULL || conn->close_req != NULL)
+        cg__ucx_conn_close(&conn->super);
+    else
+        cg__ucx_conn_free(conn);
+}
+
 /* One handshake step of a pending conn; true when it left the list
- * (ready for accept, or refused and freed). */
+ * (ready for accept, or refused and freed). A peer that passed the checks
+ * but whose endpoint could not be made is handed to accept failed, so the
+ * accept reports it instead of waiting for a connection that came. */
 static bool cg__ucx_pend_step(cg__ucx_listener_t *l, cg__ucx_conn_t *conn)
 {
     cg__ucx_tp_t *tp = (cg__ucx_tp_t *)l->super.tp;
@@ -68,16 +81,27 @@ static bool cg__ucx_pend_step(cg__ucx_listener_t *l, cg__ucx_conn_t *conn)
     cg_list_del(&conn->link);
     if (st == CG_OK)
         st = cg__ucx_conn_establish(conn);
-    if (st != CG_OK) {
-        if (cg_hs_limit_take(&l->refusals, tp->log, l->where))
-            cg_warn(tp->log, "%s: refused connection %u from %s (peer rank "
-                    "%d): %s", l->where, conn->id,
-                    cg_sockaddr_str(&conn->from, str, sizeof(str)),
-                    (int)conn->hs.peer.rank, cg_last_error());
-        cg__ucx_conn_free(conn);
+    if (st == CG_OK) {
+        cg_list_push(&l->ready, &conn->link);
         return true;
     }
-    cg_list_push(&l->ready, &conn->link);
+    if (conn->no_ep) {
+        char why[sizeof(conn->why)];
+        snprintf(why, sizeof(why), "%s", conn->why);
+        cg_warn(tp->log, "%s: connection %u from %s (peer rank %d) passed "
+                "the handshake checks but failed: %s", l->where, conn->id,
+                cg_sockaddr_str(&conn->from, str, sizeof(str)),
+                (int)conn->hs.peer.rank, why);
+        cg__ucx_conn_fail(conn, st, why);
+        cg_list_push(&l->ready, &conn->link);
+        return true;
+    }
+    if (cg_hs_limit_take(&l->refusals, tp->log, l->where))
+        cg_warn(tp->log, "%s: refused connection %u from %s (peer rank "
+                "%d): %s", l->where, conn->id,
+                cg_sockaddr_str(&conn->from, str, sizeof(str)),
+                (int)conn->hs.peer.rank, cg_last_error());
+    cg__ucx_conn_drop(conn);
     return true;
 }
 
@@ -108,7 +132,8 @@ static bool cg__ucx_make_room(cg__ucx_listener_t *l)
                 cg_sockaddr_str(&conn->from, str, sizeof(str)),
                 (double)age / 1e9, CG_UCX_PENDING_MAX);
     l->npending--;
-    cg__ucx_conn_free(conn);
+    cg_list_del(&conn->link);
+    cg__ucx_conn_drop(conn);
     return true;
 }
 
@@ -173,6 +198,14 @@ cg_status_t cg__ucx_accept(cg_tp_listener_t *super, cg_tp_conn_t **conn_p)
     conn = cg_list_entry(l->ready.next, cg__ucx_conn_t, link);
     cg_list_del(&conn->link);
     conn->listener = NULL;
+    if (conn->state == CG_UCX_CONN_FAILED) {
+        cg_status_t st = cg_error_set(conn->status, "%s: connection %u from "
+                                      "rank %d failed: %s", l->where,
+                                      conn->id, (int)conn->hs.peer.rank,
+                                      conn->why);
+        cg__ucx_conn_drop(conn);
+        return st;
+    }
     cg_list_push(&tp->conns, &conn->link);
     cg__ucx_epoll_add(tp, conn->fd);
     conn->in_epoll = 1;
@@ -191,7 +224,7 @@ void cg__ucx_listener_close(cg_tp_listener_t *super)
 
     cg_hs_limit_flush(&l->refusals, tp->log, l->where, true);
     while (!cg_list_empty(&l->pending))
-        cg__ucx_conn_free(cg_list_entry(l->pending.next, cg__ucx_conn_t, link));
+        cg__ucx_conn_drop(cg_list_entry(l->pending.next, cg__ucx_conn_t, link));
     while (!cg_list_empty(&l->ready))
         cg__ucx_conn_close(
             &cg_list_entry(l->ready.next, cg__ucx_conn_t, link)->super);

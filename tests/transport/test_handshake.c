@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/base/error.h"
 #include "transport/handshake.h"
 #include "transport/sock.h"
 #include "transport/tcp_wire.h"
@@ -154,6 +155,59 @@ Test(handshake, cookie_mismatch_fails_both_sides)
     cr_assert_eq(cg_hs_progress(&c), CG_ERR_HANDSHAKE, "failed stays failed");
     close(sv[0]);
     close(sv[1]);
+}
+
+/* The acceptor's before_answer hook: the connector must not have the
+ * answer yet when it runs (what it sets up must exist before the peer's
+ * exchange can end), and its error fails the exchange unanswered. */
+static cg_hs_t *hook_connector;
+static int hook_calls, hook_late;
+
+static cg_status_t hook(cg_hs_t *hs, void *arg)
+{
+    hook_calls++;
+    if (hs->sent != 0 || cg_hs_progress(hook_connector) != CG_INPROGRESS)
+        hook_late = 1;
+    if (arg != NULL)
+        return cg_error_set(CG_ERR_UNREACHABLE, "hook says no");
+    return CG_OK;
+}
+
+Test(handshake, before_answer_runs_before_the_connector_can_finish)
+{
+    for (int fail = 0; fail < 2; fail++) {
+        cg_hs_hdr_t lc = good_hdr(), la = {.kind = CG_HS_KIND_UCX_CTRL,
+                                           .cookie = lc.cookie};
+        cg_hs_t c, a;
+        cg_status_t sc, sa;
+        char pc[77] = {0};
+        int sv[2];
+
+        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv),
+                     0);
+        cg_hs_init(&c, CG_HS_CONNECTOR, sv[0], &lc, pc, cg_deadline_ns(5e9));
+        cg_hs_init(&a, CG_HS_ACCEPTOR, sv[1], &la, NULL, cg_deadline_ns(5e9));
+        a.before_answer = hook;
+        a.before_answer_arg = fail ? &a : NULL;
+        hook_connector = &c;
+        hook_calls = hook_late = 0;
+        run_both(&c, &a, &sc, &sa);
+        cr_assert_eq(hook_calls, 1, "hook ran %d times", hook_calls);
+        cr_assert_eq(hook_late, 0, "hook ran after the answer went out");
+        if (!fail) {
+            cr_assert_eq(sc, CG_OK, "connector: %s", cg_status_name(sc));
+            cr_assert_eq(sa, CG_OK, "acceptor: %s", cg_status_name(sa));
+        } else {
+            cr_assert_eq(sa, CG_ERR_UNREACHABLE, "acceptor %s",
+                         cg_status_name(sa));
+            cr_assert_eq(sc, CG_ERR_HANDSHAKE, "connector %s",
+                         cg_status_name(sc));
+            cr_assert(strstr(cg_last_error(), "peer closed after 0 of 32") !=
+                          NULL, "%s", cg_last_error());
+        }
+        close(sv[0]);
+        close(sv[1]);
+    }
 }
 
 Test(handshake, silent_peer_times_out_in_recv_hdr)

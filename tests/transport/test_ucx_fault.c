@@ -342,3 +342,55 @@ Test(ucx_fault, bad_handshakes_refused_good_peer_served, .timeout = 30)
     cr_assert_eq(mem.live[CG_MEM_CAT_CONTROL], 0, "%lld bytes live",
                  (long long)mem.live[CG_MEM_CAT_CONTROL]);
 }
+
+/* A peer with the job's cookie whose endpoint cannot be made (here: a
+ * payload of another layout; in CI: a peer that closed at once, its
+ * worker's shared memory gone) is reported by accept, not dropped while
+ * accept waits for it; and it gets no answer, since the answer completes
+ * its connect. Once, the acceptor answered first and then dropped the
+ * conn: the peer's connect returned, and the accept spun forever. */
+Test(ucx_fault, peer_without_endpoint_fails_accept, .timeout = 30)
+{
+    tu_mem_t mem = {0};
+    cg_log_t log;
+    cg_transport_params_t prm = tu_params(&mem, &log, 0, TU_COOKIE,
+                                          tu_timeout_ns(5));
+    cg_hs_hdr_t hdr = {.version = CG_HS_VERSION, .kind = CG_HS_KIND_UCX_CTRL,
+                       .cookie = TU_COOKIE, .rank = 4, .nsocks = 1,
+                       .conn_id = 9, .payload_len = CG_UCX_PREFIX_SIZE + 8};
+    uint8_t wire[CG_HS_HDR_SIZE + CG_UCX_PREFIX_SIZE + 8] = {0};
+    cg_transport_t *tp;
+    cg_tp_listener_t *l;
+    cg_tp_conn_t *c = NULL;
+    cg_tp_handle_t h;
+    uint8_t b[64];
+    size_t got = 0;
+    cg_status_t st;
+
+    log.level = CG_LOG_ERROR; /* the failure's warning is expected */
+    cr_assert_eq(cg_transport_create(&prm, &tp), CG_OK, "%s", cg_last_error());
+    cr_assert_eq(cg_tp_listen(tp, &h, &l), CG_OK, "%s", cg_last_error());
+    cg_hs_encode(&hdr, wire);
+    int fd = raw_peer(&h, wire, sizeof(wire));
+    st = tu_accept(l, &c, 5);
+    cr_assert_eq(st, CG_ERR_HANDSHAKE, "accept: %s (%s)", cg_status_name(st),
+                 cg_last_error());
+    cr_assert_null(c);
+    cr_assert(strstr(cg_last_error(), "rank 4") != NULL &&
+                  strstr(cg_last_error(), "layout") != NULL,
+              "%s", cg_last_error());
+    cr_assert_eq(cg_tp_accept(l, &c), CG_INPROGRESS, "reported twice");
+    for (int i = 0; i < 1000; i++) {
+        st = cg_sock_recv_some(fd, b, sizeof(b), &got);
+        if (st != CG_OK || got > 0)
+            break;
+        usleep(1000);
+    }
+    cr_assert_eq(got, 0, "the peer got %zu bytes of an answer", got);
+    cr_assert_neq(st, CG_OK, "the peer's socket was left open");
+    cg_sock_close(fd);
+    cg_tp_listener_close(l);
+    cg_transport_destroy(tp);
+    cr_assert_eq(mem.live[CG_MEM_CAT_CONTROL], 0, "%lld bytes live",
+                 (long long)mem.live[CG_MEM_CAT_CONTROL]);
+}

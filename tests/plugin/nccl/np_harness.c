@@ -15,10 +15,14 @@
  * then in one process init/finalize and dlopen/dlclose cycles, and a
  * second dlopen of the library for its tuner table while a message is in
  * flight. Log lines go under NET without collguard's prefix. Exit 0 when
- * every check held.
+ * every check held. A watchdog bounds every phase (PHASE_S, or
+ * NP_HARNESS_PHASE_S seconds): one that overruns prints its name in both
+ * processes and exits 3, so a stuck poll loop fails the test in a minute,
+ * saying where.
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +41,50 @@
 /* The table slot in a handle id (np_impl.h's layout: bits 12..27), to
  * check that a registration reused a freed one's slot. */
 #define ID_SLOT(id) (((uintptr_t)(id) >> 12) & 0xffffu)
+
+/* ---- the watchdog ---- */
+
+#define PHASE_S 60
+static const char *volatile g_phase = "start";
+static volatile pid_t g_peer; /* the parent's child, killed with it */
+static unsigned g_phase_s = PHASE_S;
+
+static void say(const char *s)
+{
+    ssize_t k = write(2, s, strlen(s));
+    (void)k;
+}
+
+/* SIGALRM: this process overran its phase; SIGTERM: its parent did. */
+static void watchdog(int sig)
+{
+    say("[");
+    say(g_who);
+    say(sig == SIGALRM ? "] watchdog: stuck in phase '"
+                       : "] watchdog: the other process is stuck; this one "
+                         "was in phase '");
+    say(g_phase);
+    say("'\n");
+    if (g_peer > 0)
+        kill(g_peer, SIGTERM);
+    _exit(3);
+}
+
+static void watchdog_arm(void)
+{
+    const char *e = getenv("NP_HARNESS_PHASE_S");
+    if (e != NULL && atoi(e) > 0)
+        g_phase_s = (unsigned)atoi(e);
+    signal(SIGALRM, watchdog);
+    signal(SIGTERM, watchdog);
+}
+
+/* A new phase: named for the watchdog, with PHASE_S seconds of its own. */
+static void phase(const char *name)
+{
+    g_phase = name;
+    alarm(g_phase_s);
+}
 
 static void xfer(int fd, void *buf, size_t n, int out)
 {
@@ -125,6 +173,7 @@ static void receiver(np_drv_t *d, int fd)
     char *buf = malloc(big);
 
     g_who = "recv";
+    phase("main comm: listen/accept");
     /* Main comm. */
     OK(np_listen(d, 0, h, &l));
     xfer(fd, h, H, 1);
@@ -134,6 +183,7 @@ static void receiver(np_drv_t *d, int fd)
 
     /* Grouped receives 1..8; the sender sends in reverse tag order, each
      * message shorter than posted, slot 0 of each group 0 bytes. */
+    phase("grouped receives");
     for (int n = 1; n <= 8; n++) {
         void *ptrs[8], *mhs[8], *req = NULL;
         size_t sz[8];
@@ -160,6 +210,7 @@ static void receiver(np_drv_t *d, int fd)
         }
     }
     /* 32 in flight: 32 receives posted, the 33rd is "try later". */
+    phase("32 in flight");
     {
         void *reqs[33];
         for (int i = 0; i < 32; i++) {
@@ -186,6 +237,7 @@ static void receiver(np_drv_t *d, int fd)
         CHECK(done == 0); /* a request is tested done once */
     }
     /* A second thread registers, listens and accepts while data moves. */
+    phase("second thread while data moves");
     {
         struct bg b = {d, rc, l, 0, 0, 0};
         pthread_t th;
@@ -205,6 +257,7 @@ static void receiver(np_drv_t *d, int fd)
     }
     OK(np_close_listen(d, l)); /* the recv comm keeps working */
     /* A message larger than its receive fails the receive. */
+    phase("truncated receives");
     {
         void *p = buf, *req = NULL;
         size_t s = 100;
@@ -230,6 +283,7 @@ static void receiver(np_drv_t *d, int fd)
         CHECK(np_test(d, req, &got, NULL) == ncclInvalidArgument);
     }
     /* Bad use. */
+    phase("bad use, stale registrations");
     {
         void *req = (void *)0x1234, *junk = (void *)0xdeadbeef;
         int done;
@@ -289,6 +343,7 @@ static void receiver(np_drv_t *d, int fd)
     }
 
     /* Several comms connecting at once, and one stranger. */
+    phase("4 comms at once: accept and receive");
     {
         enum { N = 4 };
         void *ls[N], *rcs[N] = {0};
@@ -320,6 +375,7 @@ static void receiver(np_drv_t *d, int fd)
         }
     }
     /* Close with nothing sent. */
+    phase("close with nothing sent: accept");
     {
         void *l2, *r2;
         OK(np_listen(d, 0, h, &l2));
@@ -333,6 +389,7 @@ static void receiver(np_drv_t *d, int fd)
         CHECK(np_close_recv(d, r2) == ncclInvalidArgument);
     }
     char c;
+    phase("waiting for the sender to finish");
     xfer(fd, &c, 1, 0); /* the sender is done */
     OK(np_close_recv(d, rc));
     free(buf);
@@ -346,6 +403,7 @@ static void sender(np_drv_t *d, int fd)
     char *buf = malloc(big);
 
     g_who = "send";
+    phase("stranger and foreign handle connects");
     xfer(fd, h, H, 0);
     /* A stranger: the same address without the listener's cookie. */
     {
@@ -368,8 +426,10 @@ static void sender(np_drv_t *d, int fd)
         CHECK(np_connect(d, 0, junk, &s2) == ncclInvalidArgument);
         CHECK(s2 == NULL);
     }
+    phase("main comm: connect");
     sc = do_connect(d, h);
     CHECK(sc != NULL);
+    phase("grouped sends");
     OK(np_reg(d, sc, buf, big, &mh));
     for (int n = 1; n <= 8; n++)
         for (int i = n - 1; i >= 0; i--) {
@@ -383,6 +443,7 @@ static void sender(np_drv_t *d, int fd)
             OK(wait_req(d, req, &got));
             CHECK(got == (int)len);
         }
+    phase("32 in flight");
     {
         char *b32 = malloc(32 * 4096);
         void *reqs[32];
@@ -399,11 +460,13 @@ static void sender(np_drv_t *d, int fd)
             OK(wait_req(d, reqs[i], NULL));
         free(b32);
     }
+    phase("200 sends of 1 MiB");
     for (int i = 0; i < 200; i++) {
         void *req = NULL;
         OK(np_isend(d, sc, buf, 1 << 20, 9, mh, &req));
         OK(wait_req(d, req, NULL));
     }
+    phase("truncating sends, stale registrations");
     {
         void *req = NULL;
         OK(np_isend(d, sc, buf, 200, 11, mh, &req)); /* 2x the receive */
@@ -437,6 +500,7 @@ static void sender(np_drv_t *d, int fd)
         enum { N = 4 };
         unsigned char hs[N][H];
         void *scs[N] = {0};
+        phase("4 comms at once: connect and send");
         for (int i = 0; i < N; i++)
             xfer(fd, hs[i], H, 0);
         for (long it = 0; it < 100000000L; it++) {
@@ -459,6 +523,7 @@ static void sender(np_drv_t *d, int fd)
                   ncclInvalidArgument); /* closed comm */
         }
     }
+    phase("close with nothing sent: connect");
     {
         void *s2;
         xfer(fd, h, H, 0);
@@ -468,6 +533,7 @@ static void sender(np_drv_t *d, int fd)
         xfer(fd, &ready, 1, 1);
         OK(np_close_send(d, s2));
     }
+    phase("closing the main comm");
     OK(np_close_send(d, sc));
     char c = 1;
     xfer(fd, &c, 1, 1);
@@ -484,6 +550,9 @@ static int run_pair(const char *lib, int ver)
         return 1;
     pid = fork();
     if (pid == 0) {
+        g_peer = 0;
+        g_who = "send";
+        phase("init");
         close(sv[0]);
         if (np_drv_open(&d, lib, ver) != 0)
             _exit(2);
@@ -495,6 +564,9 @@ static int run_pair(const char *lib, int ver)
         _exit(g_fail);
     }
     close(sv[1]);
+    g_peer = pid;
+    g_who = "recv";
+    phase("init, devices, properties");
     if (np_drv_open(&d, lib, ver) != 0)
         return 1;
     OK(np_init(&d));
@@ -515,10 +587,13 @@ static int run_pair(const char *lib, int ver)
                   strcmp(p.name, getenv("NP_WANT_DEV")) == 0);
     }
     receiver(&d, sv[0]);
+    phase("finalize, waiting for the sender to exit");
     OK(np_finalize(&d));
     CHECK(np_drv_log_bad(NCCL_NET) == 0);
     np_drv_close(&d);
     waitpid(pid, &status, 0);
+    alarm(0);
+    g_peer = 0;
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     return g_fail;
 }
@@ -585,9 +660,11 @@ static int run_single(const char *lib, int ver)
         void *l, *s = NULL, *r = NULL, *req;
         char msg[16] = "hello", in[16] = {0};
         int got = 0;
+        phase("single: dlopen");
         if (np_drv_open(&d, lib, ver) != 0)
             return 1;
         for (int k = 0; k < 2; k++) { /* init -> finalize -> init */
+            phase("single: init, listen, connect/accept");
             np_drv_log_clear();
             OK(np_init(&d));
             /* Its INFO lines, under NET, without collguard's prefix
@@ -607,6 +684,7 @@ static int run_single(const char *lib, int ver)
                     OK(np_accept(&d, l, &r));
             }
             CHECK(s != NULL && r != NULL);
+            phase("single: send/receive, close, finalize");
             void *p = in;
             size_t cap = sizeof(in);
             int tag = 3;
@@ -624,6 +702,7 @@ static int run_single(const char *lib, int ver)
             s = r = NULL;
             OK(np_finalize(&d));
         }
+        phase("single: dlclose");
         np_drv_close(&d);
     }
     return g_fail;
@@ -636,6 +715,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int ver = atoi(argv[2]);
+    watchdog_arm();
     int rc = run_single(argv[1], ver);
     rc |= run_pair(argv[1], ver);
     printf("net plugin v%d: %s\n", ver, rc ? "FAILED" : "all checks passed");
