@@ -172,10 +172,18 @@ class Job:
                 out.append("rank %d after teardown: %s" % (r.rank, e[2]))
         return out
 
-    def log_tail(self, n=15):
+    def log_tail(self, n=15, crash_lines=80):
+        """Each rank's last n lines; for a rank that crashed (UCX's or
+        glibc's backtrace in its output), from the crash on, so the
+        frames that name the fault are not cut off."""
         out = []
         for r in self.ranks:
             with r.cond:
-                for _, l in r.lines[-n:]:
-                    out.append("  [%d] %s" % (r.rank, l))
+                lines = [l for _, l in r.lines]
+            first = next((i for i, l in enumerate(lines)
+                          if re.search(r"Caught signal|[Bb]acktrace", l)), None)
+            keep = lines[-n:] if first is None else \
+                lines[max(0, first - 3):first + crash_lines]
+            for l in keep:
+                out.append("  [%d] %s" % (r.rank, l))
         return "\n".join(out)
