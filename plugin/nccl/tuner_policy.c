@@ -4,7 +4,8 @@
  * table, a float[numAlgo][numProto] (row = algorithm; a cell of
  * NCCL_ALGO_PROTO_IGNORE is unavailable; the cheapest cell wins):
  *  1. the first CSV rule that matches makes its cell the cheapest (0) when
- *     NCCL offers that cell, and sets its channel count;
+ *     NCCL offers that cell, and sets its channel count (undone where
+ *     pressure then masks the cell);
  *  2. under governor pressure fewer cells stay available, since NCCL
  *     connects an algorithm's buffers only when it first picks it: WARN
  *     keeps Ring and Tree, CRITICAL keeps Ring/Simple (else the cheapest
@@ -62,7 +63,7 @@ ncclResult_t cg__tn_get_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
     float *t = (float *)table;
     const cg__tn_rule_t *rule;
     cg_pressure_t level;
-    int cap = 0;
+    int cap = 0, cell = -1, nch0;
 
     (void)num_pipe_ops;
     (void)reg_buff;
@@ -71,11 +72,13 @@ ncclResult_t cg__tn_get_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
         return ncclInvalidArgument;
     if (cg__tn.passthrough)
         return ncclSuccess; /* setup failed (logged at init) */
+    nch0 = *nchannels;
     rule = cg__tn_rules_match(cg__tn.rules, cg__tn.nrules, (int)coll, nbytes,
                              c->nnodes, c->nranks);
     if (rule != NULL && rule->algo < num_algo && rule->proto < num_proto &&
         t[rule->algo * num_proto + rule->proto] != NCCL_ALGO_PROTO_IGNORE) {
-        t[rule->algo * num_proto + rule->proto] = 0.0f;
+        cell = rule->algo * num_proto + rule->proto;
+        t[cell] = 0.0f;
         if (rule->channels > 0)
             *nchannels = rule->channels;
     }
@@ -83,6 +86,10 @@ ncclResult_t cg__tn_get_coll_info(void *ctx, ncclFunc_t coll, size_t nbytes,
     if (level == CG_PRESSURE_OK)
         return ncclSuccess;
     cg__tn_restrict(t, num_algo, num_proto, level);
+    /* A rule's channel count was chosen for its cell: where pressure
+     * masked that cell, NCCL's count goes with the cell NCCL now picks. */
+    if (cell >= 0 && t[cell] == NCCL_ALGO_PROTO_IGNORE)
+        *nchannels = nch0;
     cap = level == CG_PRESSURE_CRITICAL ? cg__tn.cfg.tuner_channels_critical
                                         : cg__tn.cfg.tuner_channels_warn;
     if (cap > 0 && (*nchannels <= 0 || *nchannels > cap))

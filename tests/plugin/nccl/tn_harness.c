@@ -184,11 +184,11 @@ static void rules(int level)
         EXPECT(c16x4, ncclFuncAllGather, 4096, RING, SIMPLE, 3);
     } else if (level == 1) {
         /* WARN keeps Ring and Tree: rules on those cells hold, a PAT rule
-         * is masked (the cheapest Ring/Tree cell, Tree/LL, wins; the
-         * rule's channels stay, no cap being set). */
+         * is masked (the cheapest Ring/Tree cell, Tree/LL, wins, with
+         * NCCL's channel count, not the rule's 6 meant for PAT). */
         EXPECT(c16x2, ncclFuncAllReduce, 4096, RING, LL, 2);
         EXPECT(c8x1, ncclFuncAllReduce, 4096, TREE, LL128, 5);
-        EXPECT(c16x2, ncclFuncBroadcast, 4096, TREE, LL, 6);
+        EXPECT(c16x2, ncclFuncBroadcast, 4096, TREE, LL, 0);
         EXPECT(c16x4, ncclFuncAllReduce, 4096, TREE, LL, 0);
     } else {
         /* CRITICAL keeps Ring/Simple whatever the rule, its channels
