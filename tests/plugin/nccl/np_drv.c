@@ -219,6 +219,20 @@ ncclResult_t np_accept(np_drv_t *d, void *l, void **r)
                 V9(d)->accept(l, r, NULL), V8(d)->accept(l, r, NULL));
 }
 
+ncclResult_t np_pair(np_drv_t *d, void *h, void *l, void **s, void **r)
+{
+    ncclResult_t res;
+
+    *s = *r = NULL;
+    for (long i = 0; i < 100000000L && (*s == NULL || *r == NULL); i++) {
+        if (*s == NULL && (res = np_connect(d, 0, h, s)) != ncclSuccess)
+            return res;
+        if (*r == NULL && (res = np_accept(d, l, r)) != ncclSuccess)
+            return res;
+    }
+    return *s != NULL && *r != NULL ? ncclSuccess : ncclInternalError;
+}
+
 ncclResult_t np_reg_type(np_drv_t *d, void *c, void *p, size_t n, int type,
                          void **mh)
 {

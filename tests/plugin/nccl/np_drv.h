@@ -62,6 +62,10 @@ ncclResult_t np_props(np_drv_t *d, int dev, ncclNetProperties_v11_t *p);
 ncclResult_t np_listen(np_drv_t *d, int dev, void *h, void **l);
 ncclResult_t np_connect(np_drv_t *d, int dev, void *h, void **s);
 ncclResult_t np_accept(np_drv_t *d, void *l, void **r);
+/* Connects to listener l (its handle h) and accepts that comm, both polled
+ * from one thread as NCCL may drive them: ncclSuccess with *s and *r set,
+ * the first call's error, or ncclInternalError when they never finished. */
+ncclResult_t np_pair(np_drv_t *d, void *h, void *l, void **s, void **r);
 ncclResult_t np_reg(np_drv_t *d, void *c, void *p, size_t n, void **mh);
 /* regMr with a pointer type (NCCL_PTR_HOST, NCCL_PTR_CUDA, ...). */
 ncclResult_t np_reg_type(np_drv_t *d, void *c, void *p, size_t n, int type,

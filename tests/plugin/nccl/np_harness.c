@@ -677,13 +677,7 @@ static int run_single(const char *lib, int ver)
                 CHECK(((ncclNet_v11_t *)d.table)->finalize(NULL) ==
                       ncclSuccess);
             OK(np_listen(&d, 0, h, &l));
-            for (long i = 0; i < 100000000L && (s == NULL || r == NULL); i++) {
-                if (s == NULL)
-                    OK(np_connect(&d, 0, h, &s));
-                if (r == NULL)
-                    OK(np_accept(&d, l, &r));
-            }
-            CHECK(s != NULL && r != NULL);
+            OK(np_pair(&d, h, l, &s, &r));
             phase("single: send/receive, close, finalize");
             void *p = in;
             size_t cap = sizeof(in);

@@ -108,13 +108,7 @@ int main(int argc, char **argv)
         return 1;
     OK(np_init(&d));
     OK(np_listen(&d, 0, h, &l));
-    for (long i = 0; i < 100000000L && (s == NULL || r == NULL); i++) {
-        if (s == NULL)
-            OK(np_connect(&d, 0, h, &s));
-        if (r == NULL)
-            OK(np_accept(&d, l, &r));
-    }
-    CHECK(s != NULL && r != NULL);
+    OK(np_pair(&d, h, l, &s, &r));
     if (s != NULL && r != NULL) {
         g_who = "regbudget send";
         budget_on(&d, s);
