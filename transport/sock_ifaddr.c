@@ -103,10 +103,12 @@ int cg_sock_auto_select(const char *const *names, const bool *loopback,
     return count;
 }
 
-/* The usable interfaces of a getifaddrs list (at most CG__IFA_MAX) and
- * which of them a spec selects (an empty spec: NCCL's automatic choice). */
+/* The usable interfaces of this host (at most CG__IFA_MAX), which of
+ * them a spec selects (an empty spec: NCCL's automatic choice), and the
+ * getifaddrs list they point into. */
 #define CG__IFA_MAX 256
 typedef struct cg__ifa_sel {
+    struct ifaddrs *list;
     const struct ifaddrs *ifa[CG__IFA_MAX];
     const char *name[CG__IFA_MAX];
     bool lo[CG__IFA_MAX];
@@ -114,12 +116,29 @@ typedef struct cg__ifa_sel {
     int n;
 } cg__ifa_sel_t;
 
-static void cg__ifa_select(const struct ifaddrs *list, const char *spec,
-                           cg__ifa_sel_t *sel)
+static void cg__ifa_sel_free(cg__ifa_sel_t *sel)
 {
+    freeifaddrs(sel->list);
+    free(sel);
+}
+
+/* The selection of spec over this host's interfaces into *sel_p, which
+ * cg__ifa_sel_free frees; an error when getifaddrs or the allocation
+ * fails. */
+static cg_status_t cg__ifa_select(const char *spec, cg__ifa_sel_t **sel_p)
+{
+    cg__ifa_sel_t *sel = malloc(sizeof(*sel));
+
+    if (sel == NULL)
+        return cg_error_set(CG_ERR_NO_MEMORY, "no memory for interfaces");
+    if (getifaddrs(&sel->list) < 0) {
+        free(sel);
+        return cg_error_set(CG_ERR_IO, "getifaddrs failed: %m");
+    }
+    *sel_p = sel;
     sel->n = 0;
-    for (const struct ifaddrs *ifa = list; ifa != NULL && sel->n < CG__IFA_MAX;
-         ifa = ifa->ifa_next) {
+    for (const struct ifaddrs *ifa = sel->list;
+         ifa != NULL && sel->n < CG__IFA_MAX; ifa = ifa->ifa_next) {
         if (!cg__ifa_usable(ifa))
             continue;
         sel->ifa[sel->n] = ifa;
@@ -129,10 +148,20 @@ static void cg__ifa_select(const struct ifaddrs *list, const char *spec,
     }
     if (spec[0] == '\0') {
         cg_sock_auto_select(sel->name, sel->lo, sel->n, sel->chosen);
-        return;
+        return CG_OK;
     }
     for (int i = 0; i < sel->n; i++)
         sel->chosen[i] = cg__ifname_matches(spec, sel->name[i]);
+    return CG_OK;
+}
+
+/* The error of a spec that selects nothing. */
+static cg_status_t cg__ifa_none(const char *spec)
+{
+    return cg_error_set(CG_ERR_NOT_FOUND,
+                        "no up IPv4/IPv6 interface matches "
+                        "CG_SOCKET_IFNAME '%s' (see 'ip addr' for "
+                        "names; '^' excludes, '=' is exact)", spec);
 }
 
 /* The first selected interface, IPv4 before IPv6; NULL if none. */
@@ -152,26 +181,16 @@ cg_status_t cg_sock_pick_addr(const char *ifname_spec, cg_sockaddr_t *addr_p,
 {
     const char *spec = (ifname_spec != NULL) ? ifname_spec : "";
     const struct ifaddrs *ifa;
-    struct ifaddrs *list = NULL;
     cg__ifa_sel_t *sel;
     cg_sockaddr_t a;
+    cg_status_t st = cg__ifa_select(spec, &sel);
 
-    if (getifaddrs(&list) < 0)
-        return cg_error_set(CG_ERR_IO, "getifaddrs failed: %m");
-    sel = malloc(sizeof(*sel));
-    if (sel == NULL) {
-        freeifaddrs(list);
-        return cg_error_set(CG_ERR_NO_MEMORY, "no memory for interfaces");
-    }
-    cg__ifa_select(list, spec, sel);
+    if (st != CG_OK)
+        return st;
     ifa = cg__ifa_find(sel);
-    free(sel);
     if (ifa == NULL) {
-        freeifaddrs(list);
-        return cg_error_set(CG_ERR_NOT_FOUND,
-                            "no up IPv4/IPv6 interface matches "
-                            "CG_SOCKET_IFNAME '%s' (see 'ip addr' for "
-                            "names; '^' excludes, '=' is exact)", spec);
+        cg__ifa_sel_free(sel);
+        return cg__ifa_none(spec);
     }
     memset(&a, 0, sizeof(a));
     if (ifa->ifa_addr->sa_family == AF_INET) {
@@ -184,7 +203,7 @@ cg_status_t cg_sock_pick_addr(const char *ifname_spec, cg_sockaddr_t *addr_p,
     cg_sockaddr_set_port(&a, 0);
     if (ifname_out != NULL && ifname_len > 0)
         snprintf(ifname_out, ifname_len, "%s", ifa->ifa_name);
-    freeifaddrs(list);
+    cg__ifa_sel_free(sel);
     *addr_p = a;
     return CG_OK;
 }
@@ -193,21 +212,16 @@ cg_status_t cg_sock_list_ifnames(const char *ifname_spec, char *names,
                                  size_t len, int max, int *n_p)
 {
     const char *spec = (ifname_spec != NULL) ? ifname_spec : "";
-    struct ifaddrs *list = NULL;
     cg__ifa_sel_t *sel;
+    cg_status_t st;
     int n = 0;
 
     if (names == NULL || len == 0 || max < 1 || n_p == NULL)
         return cg_error_set(CG_ERR_INVALID_PARAM,
                             "cg_sock_list_ifnames: no room for names");
-    if (getifaddrs(&list) < 0)
-        return cg_error_set(CG_ERR_IO, "getifaddrs failed: %m");
-    sel = malloc(sizeof(*sel));
-    if (sel == NULL) {
-        freeifaddrs(list);
-        return cg_error_set(CG_ERR_NO_MEMORY, "no memory for interfaces");
-    }
-    cg__ifa_select(list, spec, sel);
+    st = cg__ifa_select(spec, &sel);
+    if (st != CG_OK)
+        return st;
     for (int k = 0; k < sel->n && n < max; k++) {
         bool seen = false;
         if (!sel->chosen[k])
@@ -217,13 +231,9 @@ cg_status_t cg_sock_list_ifnames(const char *ifname_spec, char *names,
         if (!seen)
             snprintf(names + (size_t)n++ * len, len, "%s", sel->name[k]);
     }
-    free(sel);
-    freeifaddrs(list);
+    cg__ifa_sel_free(sel);
     if (n == 0)
-        return cg_error_set(CG_ERR_NOT_FOUND,
-                            "no up IPv4/IPv6 interface matches "
-                            "CG_SOCKET_IFNAME '%s' (see 'ip addr' for "
-                            "names; '^' excludes, '=' is exact)", spec);
+        return cg__ifa_none(spec);
     *n_p = n;
     return CG_OK;
 }

@@ -132,7 +132,6 @@ static bool cg__ucx_make_room(cg__ucx_listener_t *l)
                 cg_sockaddr_str(&conn->from, str, sizeof(str)),
                 (double)age / 1e9, CG_UCX_PENDING_MAX);
     l->npending--;
-    cg_list_del(&conn->link);
     cg__ucx_conn_drop(conn);
     return true;
 }

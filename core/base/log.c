@@ -48,16 +48,9 @@ void cg_log_write(const cg_log_t *log, cg_log_level_t level, const char *file,
     va_list ap;
 
     base = base ? base + 1 : file;
-    if (log->msg_sink != NULL) {
-        va_start(ap, fmt);
-        errno = saved_errno;
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
-        errno = saved_errno;
-        log->msg_sink(log->msg_sink_arg, level, base, line, buf);
-        return;
-    }
-    if (log->rank >= 0)
+    if (log->msg_sink != NULL) /* the host logger writes its own prefix */
+        n = 0;
+    else if (log->rank >= 0)
         n = (size_t)snprintf(buf, sizeof(buf), "[collguard %d:%d] %s %s:%d ",
                              log->rank, (int)getpid(), level_names[level],
                              base, line);
@@ -72,6 +65,10 @@ void cg_log_write(const cg_log_t *log, cg_log_level_t level, const char *file,
     va_end(ap);
     errno = saved_errno;
 
+    if (log->msg_sink != NULL) {
+        log->msg_sink(log->msg_sink_arg, level, base, line, buf);
+        return;
+    }
     if (log->sink != NULL) {
         log->sink(log->sink_arg, level, buf);
         return;

@@ -55,16 +55,6 @@ void np_drv_log_clear(void)
     pthread_mutex_unlock(&np_drv_logger_lock);
 }
 
-int np_drv_log_total(void)
-{
-    int n;
-
-    pthread_mutex_lock(&np_drv_logger_lock);
-    n = np__nlines < NP_DRV_LOG_KEEP ? np__nlines : NP_DRV_LOG_KEEP;
-    pthread_mutex_unlock(&np_drv_logger_lock);
-    return n;
-}
-
 int np_drv_log_get(int i, np_drv_line_t *out)
 {
     int n, first, ok = 0;

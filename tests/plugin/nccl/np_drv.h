@@ -44,7 +44,6 @@ void np_drv_log_clear(void);
 int np_drv_log_count(int level, const char *needle);
 /* A copy of kept line i (0 oldest); 0 if there is none. */
 int np_drv_log_get(int i, np_drv_line_t *out);
-int np_drv_log_total(void);
 /* How many kept lines break NCCL's logging contract (each printed): a
  * subsystem other than flags, no file or line, or the text starting with
  * collguard's own prefix ("[collguard", which NCCL's prefix would double);
