@@ -4,12 +4,16 @@
  * it sees at run time (CUDA devices, transports, socket interface) and the
  * governor's current decisions for host and device memory; -c lists every
  * configuration variable; --estimate prints the memory estimate of a
- * model (cli/info_estimate.c). Layer: plugin (a command over
- * core/transport).
+ * model (cli/info_estimate.c); --plugin-path where the NCCL plugins are.
+ * Layer: plugin (a command over core/transport).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "cg_build.h"
 
 #include "collguard/collguard.h"
 #include "core/base/parse.h"
@@ -24,13 +28,61 @@ static void cg__usage(FILE *out)
 {
     fprintf(out,
             "usage: collguard-info [-c] [--markdown] [-h]\n"
+            "       collguard-info --plugin-path [net|tuner]\n"
             "       collguard-info --estimate [COUNT] [--shapes FILE] "
             "[estimate options]\n"
             "  (none)       build, devices, transports, governor budget\n"
             "  -c           every configuration variable: value, doc\n"
             "  --markdown   the variable table as Markdown (for the README)\n"
             "  --estimate   memory per rank of data-parallel training "
-            "(--estimate -h: its options)\n");
+            "(--estimate -h: its options)\n"
+            "  --plugin-path  the folder of the NCCL plugins; with net or "
+            "tuner, the\n"
+            "               plugin's file (for NCCL_NET_PLUGIN, "
+            "NCCL_TUNER_PLUGIN)\n");
+}
+
+/* The NCCL plugins' folder: the library folder of an installed tree or
+ * wheel (this command's bin/ + CG_BIN_TO_LIBDIR), else plugin/nccl/ of a
+ * build tree (this command's folder + nccl/). which: NULL for the folder,
+ * "net" or "tuner" for that plugin's file. */
+static int cg__plugin_path(const char *which)
+{
+    static const char *const names[] = {"libnccl-net-collguard.so",
+                                        "libnccl-tuner-collguard.so"};
+    const char *rel[] = {CG_BIN_TO_LIBDIR, "nccl"};
+    char exe[PATH_MAX], path[PATH_MAX + 64], real[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    char *slash;
+
+    if (n <= 0) {
+        perror("collguard-info: readlink /proc/self/exe");
+        return 1;
+    }
+    exe[n] = '\0';
+    slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+        bool both = true;
+        for (size_t k = 0; k < 2 && both; k++) {
+            snprintf(path, sizeof(path), "%s/%s/%s", exe, rel[i], names[k]);
+            both = access(path, R_OK) == 0;
+        }
+        snprintf(path, sizeof(path), "%s/%s", exe, rel[i]);
+        if (!both || !realpath(path, real))
+            continue;
+        if (!which)
+            printf("%s\n", real);
+        else
+            printf("%s/%s\n", real, names[strcmp(which, "net") == 0 ? 0 : 1]);
+        return 0;
+    }
+    fprintf(stderr,
+            "collguard-info: %s and %s not found in %s/%s or %s/nccl "
+            "(installed without the NCCL plugins?)\n",
+            names[0], names[1], exe, CG_BIN_TO_LIBDIR, exe);
+    return 1;
 }
 
 static void cg__print_snapshot(const char *what, cg_governor_t *gov)
@@ -110,6 +162,19 @@ int main(int argc, char **argv)
             list = true;
         } else if (strcmp(argv[i], "--markdown") == 0) {
             markdown = true;
+        } else if (strcmp(argv[i], "--plugin-path") == 0) {
+            const char *which = i + 1 < argc ? argv[i + 1] : NULL;
+            if (which && strcmp(which, "net") && strcmp(which, "tuner")) {
+                fprintf(stderr, "collguard-info: --plugin-path takes net or "
+                                "tuner, not '%s'\n", which);
+                return 2;
+            }
+            if (which && i + 2 < argc) {
+                fprintf(stderr, "collguard-info: --plugin-path takes no "
+                                "option after '%s'\n", which);
+                return 2;
+            }
+            return cg__plugin_path(which);
         } else if (strcmp(argv[i], "-h") == 0 ||
                    strcmp(argv[i], "--help") == 0) {
             cg__usage(stdout);
