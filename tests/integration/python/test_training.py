@@ -11,6 +11,7 @@ local rank % GPUs; integration/gpu/py_equivalence.sh)."""
 import copy
 import os
 import socket
+import time
 
 import pytest
 import torch
@@ -109,6 +110,40 @@ def test_ddp_comm_hook_matches_one_process():
             opt.step()
         assert hvd.core_stats()["allreduce_tensors"] - before >= STEPS
         _assert_same(model.module, _reference())
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ddp_comm_hook_returns_before_the_bucket_is_reduced():
+    """The hook's future completes when the collective does, not inside
+    the hook: with the last rank late into backward, rank 0's first
+    bucket cannot be reduced yet when its hook returns. backward() still
+    ends with every rank holding the full batch's gradients."""
+    port = hvd.broadcast_object(_free_port() if hvd.rank() == 0 else None, 0)
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
+                            rank=hvd.rank(), world_size=hvd.size())
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(_model())
+        done_at_return = []
+
+        def hook(state, bucket):
+            fut = hvd.ddp_comm_hook(state, bucket)
+            done_at_return.append(fut.done())
+            return fut
+
+        model.register_comm_hook(None, hook)
+        x, y = _slice(_data()[0]), _slice(_data()[1])
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        if hvd.rank() == hvd.size() - 1:
+            time.sleep(0.5)
+        loss.backward()
+        if hvd.rank() == 0:
+            assert done_at_return and done_at_return[0] is False, \
+                done_at_return
+        ref = _model()
+        torch.nn.functional.mse_loss(ref(_data()[0]), _data()[1]).backward()
+        for p, q in zip(model.module.parameters(), ref.parameters()):
+            assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-6)
     finally:
         dist.destroy_process_group()
 
