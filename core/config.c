@@ -2,7 +2,8 @@
 /*
  * The configuration table: every variable collguard reads, declared once with
  * its type, default, accepted form and documentation, so parsing, the
- * `collguard-info -c` listing and the README table cannot drift apart.
+ * `collguard-info -c` listing and the table of docs/configuration.md cannot
+ * drift apart.
  * Layer: core; calls core/base only.
  */
 #include "core/config.h"

@@ -207,7 +207,7 @@ const char *cg_config_format_size(const cg_size_or_frac_t *v, char *buf,
 const char *cg_config_name(cg_config_id_t id);
 
 /* Prints every field: name, current value, default, doc. markdown selects
- * a README table. */
+ * the table of docs/configuration.md. */
 void cg_config_print(const cg_config_t *cfg, FILE *out, bool markdown);
 
 /* Nearest known variable name to an unknown one, or NULL if none close. */

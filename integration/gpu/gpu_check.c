@@ -171,8 +171,9 @@ static inline double in_val(const spec_t *s, uint32_t base, size_t i)
 }
 
 /* Element i of the reduced tensor (base: rank_base of every rank), by
- * README "Reductions": post * op(pre * x_r); average: floats sum * post
- * / size, integers the sum / size truncated toward zero, then post. */
+ * docs/collectives.md "Reductions": post * op(pre * x_r); average: floats
+ * sum * post / size, integers the sum / size truncated toward zero, then
+ * post. */
 static double ref_reduce(const spec_t *s, const uint32_t *base, int size,
                          size_t i)
 {
@@ -483,7 +484,7 @@ static void check_tensor(gc_t *g, const spec_t *s, const char *name,
                  (long long)dim0, data, (long long)want_dim0);
             return;
         }
-        if (g->device >= 0) { /* hvd.h, README: a host result */
+        if (g->device >= 0) { /* hvd.h, docs/horovod.md: a host result */
             struct cudaPointerAttributes a;
             if (cudaPointerGetAttributes(&a, data) == cudaSuccess &&
                 a.type == cudaMemoryTypeDevice) {
