@@ -284,7 +284,23 @@ static const cg__field_t cg__fields[CG_CFG_COUNT] = {
      {"HOROVOD_GPU_OPERATIONS", NULL}, CG__T_ENUM, "AUTO",
      CG__OFF(gpu_operations), backends, 0, 0, 0,
      "Horovod shim: backend of CUDA tensors: NCCL, MPI or COLLGUARD (both "
-     "host-staged); AUTO: NCCL when built with NCCL, else COLLGUARD."},
+     "host-staged); AUTO: at the first CUDA collective, NCCL where its "
+     "communicator (CG_NCCL_COST) fits every rank's governor budget, else "
+     "COLLGUARD; and COLLGUARD if NCCL's creation then fails for memory on "
+     "any rank (every rank agrees; logged at info, counted in the "
+     "metrics). COLLGUARD where NCCL is not built in."},
+    {CG_CFG_NCCL_COST, "CG_NCCL_COST", {NULL, NULL}, CG__T_SIZE, "0",
+     CG__OFF(nccl_cost), NULL, 0, 0, 0,
+     "Device memory AUTO expects NCCL's communicator to take (a size, as "
+     "measured on this GPU: the info line 'nccl communicator ready' and "
+     "the metric collguard_hvd_nccl_create_bytes give it); 0: estimated from NCCL's fixed cost (494MiB, measured on "
+     "an H100 with NCCL 2.28), NCCL_BUFFSIZE, NCCL_MAX_NCHANNELS and the "
+     "ranks of this host."},
+    {CG_CFG_FAULT_NCCL_INIT, "CG_FAULT_NCCL_INIT", {NULL, NULL}, CG__T_BOOL,
+     "0", CG__OFF(fault_nccl_init), NULL, 0, 0, 0,
+     "Testing: 1 fails this rank's NCCL communicator creation as if out of "
+     "device memory, after NCCL's own init (the other ranks' complete), so "
+     "AUTO's agreed fallback to COLLGUARD runs."},
     {CG_CFG_TIMELINE, "CG_TIMELINE", {"HOROVOD_TIMELINE", NULL},
      CG__T_STRING, "", CG__OFF(timeline), NULL, 0, 1023, 0,
      "Horovod shim: rank 0 writes a Chrome trace (JSON, opens in Perfetto) "

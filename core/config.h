@@ -112,6 +112,8 @@ typedef enum {
     CG_CFG_METRICS_ADDR,
     CG_CFG_CPU_OPERATIONS,
     CG_CFG_GPU_OPERATIONS,
+    CG_CFG_NCCL_COST,
+    CG_CFG_FAULT_NCCL_INIT,
     CG_CFG_TIMELINE,
     CG_CFG_TIMELINE_MARK_CYCLES,
     CG_CFG_TIMELINE_COUNTER_PERIOD,
@@ -142,6 +144,8 @@ typedef struct cg_config {
     int fault_collective;        /* shim: this rank's Nth collective breaks
                                     its backend; 0 off */
     bool fault_staging;          /* shim: no staging slot on this rank */
+    bool fault_nccl_init;        /* shim: NCCL's creation fails as OOM */
+    uint64_t nccl_cost;          /* AUTO: NCCL's cost; 0: estimated */
     cg_transport_kind_t transport;
     uint64_t timeout_ns;
     char socket_ifname[64];

@@ -40,6 +40,7 @@ typedef struct cg__nccl {
     cg_comm_t *comm;     /* carries the unique id */
     int rank, size;
     ncclComm_t nc;       /* NULL until the first collective */
+    bool aborted;        /* ncclCommAbort called on nc */
     cudaStream_t stream;
     int device;
 } cg__nccl_t;
@@ -49,8 +50,9 @@ typedef struct cg__nccl {
 static cg_status_t cg__fail(cg__nccl_t *nb, cg_status_t st, const char *what,
                             const char *why)
 {
-    if (nb->nc != NULL && !nb->hdr.broken)
+    if (nb->nc != NULL && !nb->aborted)
         (void)ncclCommAbort(nb->nc);
+    nb->aborted = nb->nc != NULL;
     nb->hdr.broken = true;
     return cg_error_set(st, "nccl %s: %s", what, why);
 }
@@ -147,9 +149,11 @@ static cg_status_t cg__comm(cg__nccl_t *nb)
     cfg.blocking = 0; /* bounded by CG_TIMEOUT below */
     r = ncclCommInitRankConfig(&nb->nc, nb->size, id, nb->rank, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) {
+        char why[320];
+        snprintf(why, sizeof(why), "%s (%s)", ncclGetErrorString(r),
+                 ncclGetLastError(NULL));
         nb->nc = NULL;
-        return cg__fail(nb, cg__status_of(r), "ncclCommInitRankConfig",
-                        ncclGetErrorString(r));
+        return cg__fail(nb, cg__status_of(r), "ncclCommInitRankConfig", why);
     }
     st = cg__wait(nb, "ncclCommInitRankConfig", NULL);
     if (st == CG_OK)
@@ -327,7 +331,56 @@ static cg_status_t cg__broadcast(cg_backend_t *be, void *buf, size_t count,
     return cg__wait(nb, "ncclBroadcast", nb->stream);
 }
 
-/* Finalize (bounded by CG_TIMEOUT) then destroy; abort when it fails. */
+/* The communicator now, and a one-element allreduce through it (NCCL
+ * connects a communicator's channels at their first use): what NCCL
+ * needs of device memory is taken here or not at all by the first
+ * collectives (other algorithms connect later). A failure for memory
+ * (NCCL's text of a CUDA allocation) is CG_ERR_NO_MEMORY. */
+cg_status_t cg_backend_nccl_start(cg_backend_t *be, uint64_t *took_p)
+{
+    cg__nccl_t *nb = (cg__nccl_t *)be;
+    size_t free0 = 0, free1 = 0, total = 0;
+    float *one = NULL;
+    cg_status_t st;
+    char why[512];
+
+    *took_p = 0;
+    if (cudaMemGetInfo(&free0, &total) != cudaSuccess)
+        (void)cudaGetLastError();
+    st = cg__comm(nb);
+    if (st == CG_OK && cudaMalloc((void **)&one, sizeof(*one)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        st = cg__fail(nb, CG_ERR_NO_MEMORY, "first allreduce",
+                      "cudaMalloc of 4 bytes: out of memory");
+    }
+    if (st == CG_OK && cudaMemsetAsync(one, 0, sizeof(*one), nb->stream) !=
+                           cudaSuccess) {
+        (void)cudaGetLastError();
+        st = cg__fail(nb, CG_ERR_INTERNAL, "first allreduce", "cudaMemset");
+    }
+    if (st == CG_OK)
+        st = cg__allreduce(be, one, one, 1, CG_DTYPE_F32, CG_OP_SUM, 1.0, 1.0,
+                           CG_BACKEND_MEM_CUDA);
+    if (one != NULL && cudaFree(one) != cudaSuccess)
+        (void)cudaGetLastError();
+    if (st == CG_OK && nb->cfg->fault_nccl_init)
+        st = cg__fail(nb, CG_ERR_NO_MEMORY, "communicator creation",
+                      "out of memory (CG_FAULT_NCCL_INIT=1)");
+    if (st == CG_OK) {
+        if (cudaMemGetInfo(&free1, &total) != cudaSuccess)
+            (void)cudaGetLastError();
+        *took_p = free0 > free1 ? free0 - free1 : 0;
+        return CG_OK;
+    }
+    snprintf(why, sizeof(why), "%s", cg_last_error());
+    if (st != CG_ERR_NO_MEMORY && strstr(why, "out of memory") != NULL)
+        st = cg_error_set(CG_ERR_NO_MEMORY, "%s", why);
+    return st;
+}
+
+/* Finalize (bounded by CG_TIMEOUT) then destroy; abort when it fails,
+ * or at once when the backend was marked broken from outside (a fault
+ * injected, AUTO dropping NCCL after another rank's failure). */
 static void cg__destroy(cg_backend_t *be)
 {
     cg__nccl_t *nb = (cg__nccl_t *)be;
@@ -348,6 +401,8 @@ static void cg__destroy(cg_backend_t *be)
                     "aborted", ncclGetErrorString(ar));
             (void)ncclCommAbort(nb->nc);
         }
+    } else if (nb->nc != NULL && !nb->aborted) {
+        (void)ncclCommAbort(nb->nc);
     }
     if (nb->stream != NULL)
         (void)cudaStreamDestroy(nb->stream);

@@ -24,6 +24,11 @@ cg_backend_kind_t cg_backend_resolve(cg_backend_kind_t kind)
     return CG__NCCL_BUILT ? CG_BACKEND_NCCL : CG_BACKEND_COLLGUARD;
 }
 
+bool cg_backend_auto_pending(cg_backend_kind_t kind)
+{
+    return kind == CG_BACKEND_AUTO && CG__NCCL_BUILT;
+}
+
 static cg_status_t cg__create(cg_backend_kind_t kind,
                               const cg_backend_params_t *params,
                               cg_backend_t **be_p)

@@ -132,7 +132,8 @@ cg_status_t cg_backend_create(cg_backend_kind_t kind,
                               cg_backend_t **be_p);
 /* NULL is ignored. */
 void cg_backend_destroy(cg_backend_t *be);
-/* AUTO -> NCCL when the NCCL backend is built in, else COLLGUARD. */
+/* AUTO -> NCCL when the NCCL backend is built in, else COLLGUARD (the
+ * engine first weighs NCCL's cost: cg_backend_auto_pending). */
 cg_backend_kind_t cg_backend_resolve(cg_backend_kind_t kind);
 
 /* The backends (hvd_backend.c dispatches to them). */
@@ -146,5 +147,12 @@ cg_status_t cg_backend_mpi_create(const cg_backend_params_t *params,
  * line that adds backend_nccl.c), otherwise NCCL is "not built in". */
 cg_status_t cg_backend_nccl_create(const cg_backend_params_t *params,
                                    cg_backend_t **be_p);
+/* NCCL's communicator made now and used once; *took_p: the device memory
+ * that took (the driver's free memory before and after). A failure for
+ * memory is CG_ERR_NO_MEMORY; any failure leaves be broken. */
+cg_status_t cg_backend_nccl_start(cg_backend_t *be, uint64_t *took_p);
+/* Whether kind AUTO waits for the first CUDA collective to choose
+ * (NCCL built in): cg_hvd_gpu_auto_settle in core/engine then decides. */
+bool cg_backend_auto_pending(cg_backend_kind_t kind);
 
 #endif

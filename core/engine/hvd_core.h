@@ -263,7 +263,10 @@ struct cg_hvd_core {
     struct cg_hvd_tl *tl;     /* CG_TIMELINE on rank 0 (hvd_timeline.c) */
     cg_backend_t *be_cpu;     /* host tensors (CG_CPU_OPERATIONS) */
     cg_backend_t *be_gpu;     /* CUDA tensors (CG_GPU_OPERATIONS); may be
-                                 be_cpu itself when both are the same kind */
+                                 be_cpu itself when both are the same kind;
+                                 NULL while gpu_auto waits */
+    bool gpu_auto;            /* AUTO chooses at the first CUDA collective
+                                 (hvd_gpu_auto.c) */
     struct cg_hvd_gpu *gpu;   /* CUDA state (hvd_gpu.h); set at create */
     size_t *rs_counts;        /* size elements: a reducescatter's blocks
                                  (allocated at create, so no rank can fail
@@ -465,6 +468,16 @@ void cg_hvd_fusion_release(cg_hvd_core_t *core);
 /* Runs core->ready in order; a broken comm or backend returns its
  * status (the cycle then fails every pending request). */
 cg_status_t cg_hvd_execute(cg_hvd_core_t *core);
+/* hvd_gpu_auto.c: AUTO's choice for CUDA tensors, made by every rank at
+ * the same ready entry (the first CUDA allreduce or broadcast): NCCL
+ * where its cost fits every rank's budget and its creation succeeds on
+ * every rank, else COLLGUARD (host-staged). Sets be_gpu; an error only
+ * where the core's own communicator failed or NCCL failed other than for
+ * memory. */
+cg_status_t cg_hvd_gpu_auto_settle(cg_hvd_core_t *core);
+/* hvd_gpu_auto.c: the parameters the core's backends are made from. */
+void cg_hvd_backend_params(cg_hvd_core_t *core, cg_backend_mem_t mem,
+                           const char *var, cg_backend_params_t *p);
 
 /* hvd_stage.c: ready[i]'s fused group (e->group == group, `members`
  * tensors, `bytes` in all) reduced on be->ops->allreduce_staged in fbuf,

@@ -237,24 +237,26 @@ static cg_status_t cg__connect(cg_hvd_core_t *core)
 
 /* The core's pair of backends: one for host tensors (CG_CPU_OPERATIONS)
  * and one for CUDA tensors (CG_GPU_OPERATIONS), shared when both name the
- * same kind. */
+ * same kind; AUTO with NCCL built in chooses later (hvd_gpu_auto.c). */
 static cg_status_t cg__backends_create(cg_hvd_core_t *core)
 {
     const cg_config_t *cfg = &core->ctx->cfg;
     cg_backend_kind_t cpu = (cg_backend_kind_t)cfg->cpu_operations;
-    cg_backend_kind_t gpu = cg_backend_resolve(
-        (cg_backend_kind_t)cfg->gpu_operations);
-    cg_backend_params_t p = {core->gov, core->log, cfg, core->bs,
-                             core->comm, core->rank, core->size,
-                             CG_BACKEND_MEM_HOST, "HOROVOD_CPU_OPERATIONS",
-                             core->set_ranks, core->set_id};
-    cg_backend_t *be_cpu, *be_gpu;
+    cg_backend_kind_t want = (cg_backend_kind_t)cfg->gpu_operations;
+    cg_backend_kind_t gpu = cg_backend_resolve(want);
+    cg_backend_params_t p;
+    cg_backend_t *be_cpu, *be_gpu = NULL;
     cg_status_t st;
 
+    cg_hvd_backend_params(core, CG_BACKEND_MEM_HOST,
+                          "HOROVOD_CPU_OPERATIONS", &p);
     st = cg_backend_create(cpu, &p, &be_cpu);
     if (st != CG_OK)
         return st;
-    if (gpu == cpu) {
+    core->gpu_auto = cg_backend_auto_pending(want);
+    if (core->gpu_auto) {
+        core->tstats.gpu_backend = CG_BACKEND_AUTO;
+    } else if (gpu == cpu) {
         be_gpu = be_cpu;
     } else {
         p.mem = CG_BACKEND_MEM_CUDA;
@@ -263,9 +265,12 @@ static cg_status_t cg__backends_create(cg_hvd_core_t *core)
         if (st != CG_OK)
             goto err_cpu;
     }
+    if (be_gpu != NULL)
+        core->tstats.gpu_backend = be_gpu->ops->kind;
     cg_info(core->log, "host tensors: %s backend, CUDA tensors: %s backend",
             cg_backend_kind_name(be_cpu->ops->kind),
-            cg_backend_kind_name(be_gpu->ops->kind));
+            be_gpu != NULL ? cg_backend_kind_name(be_gpu->ops->kind)
+                           : "AUTO (chosen at the first CUDA collective)");
     core->be_cpu = be_cpu;
     core->be_gpu = be_gpu;
     return CG_OK;

@@ -80,8 +80,9 @@ void cg_hvd_fusion_prepare(cg_hvd_core_t *core, cg_hvd_offer_t *offer)
 {
     size_t host = cg__host_prepare(core);
     size_t gpu = cg_hvd_gpu_prepare(core->gpu, host);
-    bool staged = core->be_gpu != NULL &&
-                  core->be_gpu->kind != CG_BACKEND_NCCL;
+    /* (AUTO not yet chosen: slots too, in case it stages) */
+    bool staged = core->gpu_auto || (core->be_gpu != NULL &&
+                                     core->be_gpu->kind != CG_BACKEND_NCCL);
 
     offer->fusion = gpu < host ? gpu : host;
     offer->chunk = cg_hvd_gpu_stage_prepare(core->gpu, staged);
@@ -346,6 +347,19 @@ cg_status_t cg_hvd_execute(cg_hvd_core_t *core)
                 cg_hvd_req_complete(core, e->local, CG_ERR_MISMATCH, e->err);
             e->done = true;
             continue;
+        }
+        if (core->gpu_auto && e->w.device >= 0 &&
+            (e->w.type == CG_HVD_ALLREDUCE || e->w.type == CG_HVD_BROADCAST))
+            st = cg_hvd_gpu_auto_settle(core); /* same entry, every rank */
+        if (st != CG_OK) {
+            if (e->local != NULL)
+                cg_hvd_req_complete(core, e->local, st, cg_last_error());
+            e->done = true;
+            if (core->be_gpu != NULL)
+                core->be_gpu->broken = true;
+            else if (!cg_comm_broken(core->comm))
+                cg_comm_fail(core->comm);
+            break;
         }
         switch (e->w.type) {
         case CG_HVD_ALLREDUCE:

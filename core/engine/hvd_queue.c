@@ -476,6 +476,11 @@ void cg_hvd_stats_publish(cg_hvd_core_t *core)
     s->alltoall_bytes = t->alltoall_bytes;
     s->stage_chunk_bytes = t->stage_chunk_bytes;
     s->stage_slot_bytes = t->stage_slot_bytes;
+    s->gpu_backend = t->gpu_backend;
+    s->nccl_estimate_bytes = t->nccl_estimate_bytes;
+    s->nccl_budget_bytes = t->nccl_budget_bytes;
+    s->nccl_create_bytes = t->nccl_create_bytes;
+    s->nccl_fallbacks = t->nccl_fallbacks;
     memcpy(s->op_count, t->op_count, sizeof(s->op_count));
     memcpy(s->op_ns, t->op_ns, sizeof(s->op_ns));
     memcpy(s->op_bucket, t->op_bucket, sizeof(s->op_bucket));

@@ -18,7 +18,8 @@
 #include "collguard/collguard.h"
 #include "core/governor/memacct.h"
 
-#define CG__METRICS_BUF0 16384 /* first text buffer; grows when needed */
+#define CG__METRICS_BUF0 32768 /* first text buffer (the text is ~17 KiB with
+                                * every series); grows when needed */
 
 /* Text being built: appends while there is room, counts what is needed. */
 typedef struct {
@@ -255,6 +256,24 @@ static void cg__hvd_part(cg__out_t *o, const cg_hvd_stats_t *st)
             "Staging chunk of CUDA tensors on a host backend the ranks "
             "agreed on (the least any rank's slots hold; 0: none).",
             st->stage_chunk_bytes);
+    cg__u64(o, "collguard_hvd_gpu_backend", "gauge",
+            "Backend of CUDA tensors: 0 COLLGUARD, 1 MPI, 2 NCCL, 3 AUTO "
+            "not yet chosen (it chooses at the first CUDA collective).",
+            st->gpu_backend);
+    cg__u64(o, "collguard_hvd_nccl_estimate_bytes", "gauge",
+            "AUTO: device memory NCCL's communicator was expected to take "
+            "on this rank (CG_NCCL_COST or the estimate).",
+            st->nccl_estimate_bytes);
+    cg__u64(o, "collguard_hvd_nccl_budget_bytes", "gauge",
+            "AUTO: the smallest governor budget of any rank when it chose.",
+            st->nccl_budget_bytes);
+    cg__u64(o, "collguard_hvd_nccl_create_bytes", "gauge",
+            "Device memory NCCL's communicator creation and first use took "
+            "on this rank (measured).", st->nccl_create_bytes);
+    cg__u64(o, "collguard_hvd_nccl_fallbacks_total", "counter",
+            "NCCL communicator creations that failed for memory on some "
+            "rank, after which CUDA tensors are staged through COLLGUARD.",
+            st->nccl_fallbacks);
     cg__u64(o, "collguard_hvd_cache_hits_total", "counter",
             "Requests negotiated by a response-cache bit instead of a "
             "record.", st->cache_hits);

@@ -149,6 +149,18 @@ typedef struct cg_hvd_stats {
     uint64_t wait_sleeps;
     uint64_t spin_ns;
     uint64_t wait_spins;
+    /* The backend of CUDA tensors: 0 COLLGUARD, 1 MPI, 2 NCCL, 3 not yet
+     * chosen (AUTO decides at the first CUDA collective). AUTO weighed
+     * nccl_estimate_bytes (this rank's, CG_NCCL_COST) against
+     * nccl_budget_bytes (the smallest governor budget of any rank then);
+     * nccl_create_bytes: device memory NCCL's creation and first use took
+     * here; nccl_fallbacks: creations that failed for memory on some rank,
+     * after which every rank stages CUDA tensors through COLLGUARD. */
+    uint64_t gpu_backend;
+    uint64_t nccl_estimate_bytes;
+    uint64_t nccl_budget_bytes;
+    uint64_t nccl_create_bytes;
+    uint64_t nccl_fallbacks;
 } cg_hvd_stats_t;
 
 /* Collective over the ctx's bootstrap (ctx created with

@@ -16,6 +16,7 @@
 #include "cg_build.h"
 
 #include "collguard/collguard.h"
+#include "core/backend/nccl_cost.h"
 #include "core/base/parse.h"
 #include "core/context.h"
 #include "core/observe/metrics_http.h"
@@ -109,6 +110,26 @@ static void cg__print_snapshot(const char *what, cg_governor_t *gov)
            cg_pressure_name(s.pressure));
 }
 
+/* What AUTO would choose for CUDA tensors on this GPU, for a job with
+ * one rank per host (core/engine/hvd_gpu_auto.c weighs the same). */
+static void cg__auto_line(cg_ctx_h ctx, cg_governor_t *gov)
+{
+    cg_nccl_cost_in_t in = {.override_bytes = ctx->cfg.nccl_cost,
+                            .buffsize = cg_governor_nccl_buffsize(gov)};
+    uint64_t est = cg_nccl_cost_estimate(&in), budget = cg_governor_budget(gov);
+    char a[32], b[32];
+
+    if ((cg_backend_kind_t)ctx->cfg.gpu_operations != CG_BACKEND_AUTO ||
+        !(cg_build_features() & CG_FEATURE_NCCL))
+        return;
+    printf("          AUTO for CUDA tensors: %s (NCCL's communicator %s "
+           "%s budget %s%s)\n", est <= budget ? "NCCL" : "COLLGUARD, host-staged",
+           cg_format_size(est, a, sizeof(a)),
+           est <= budget ? "fits the" : "exceeds the",
+           cg_format_size(budget, b, sizeof(b)),
+           ctx->cfg.nccl_cost ? ", CG_NCCL_COST" : ", estimated for one rank per host");
+}
+
 static void cg__governor_for(cg_ctx_h ctx, const char *what,
                              cg_mem_probe_t probe)
 {
@@ -124,6 +145,8 @@ static void cg__governor_for(cg_ctx_h ctx, const char *what,
         return;
     }
     cg__print_snapshot(what, gov);
+    if (strcmp(what, "cuda") == 0)
+        cg__auto_line(ctx, gov);
     cg_governor_destroy(gov);
 }
 

@@ -151,6 +151,9 @@ PyObject *pt_core_stats(PyObject *self, PyObject *args)
         PT__K(allgather_tensors), PT__K(execute_ns), PT__K(grouped_calls),
         PT__K(alltoall_calls), PT__K(alltoall_bytes),
         PT__K(stage_chunk_bytes), PT__K(stage_slot_bytes), PT__K(waits),
-        PT__K(wait_sleeps), PT__K(spin_ns), PT__K(wait_spins));
+        PT__K(wait_sleeps), PT__K(spin_ns), PT__K(wait_spins),
+        PT__K(gpu_backend), PT__K(nccl_estimate_bytes),
+        PT__K(nccl_budget_bytes), PT__K(nccl_create_bytes),
+        PT__K(nccl_fallbacks));
 #undef PT__K
 }
