@@ -78,13 +78,14 @@ wheel)
         { tail -n 40 "$out/wheel.log"; echo "FAIL: pip wheel"; exit 1; }
     whl=$(ls "$out"/dist/collguard-*.whl)
     echo "built $(basename "$whl") ($(du -k "$whl" | cut -f1) KiB) in $(( $(date +%s) - t0 )) s"
+    "$py" -m zipfile -l "$whl" >"$out/wheel.files" # (grep -q on a pipe: SIGPIPE)
     for f in collguard/mpi_lib_v2 collguard/lib/libcollguard.so \
              collguard/lib/libcollguard_hvd.so \
              collguard/lib/libnccl-net-collguard.so \
              collguard/lib/libnccl-tuner-collguard.so collguard/bin/collguard-run \
              collguard/bin/collguard-info collguard/bin/cg_allreduce_perf \
              collguard/torch/__init__.py collguard/horovod.py; do
-        "$py" -m zipfile -l "$whl" | grep -q " *$f" ||
+        grep -q "^$f" "$out/wheel.files" ||
             { echo "FAIL: the wheel lacks $f"; exit 1; }
     done
     echo "ok: the wheel holds the module, the libraries, both plugins, the commands"
