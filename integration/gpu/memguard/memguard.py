@@ -28,9 +28,30 @@ same gradients, so the average is exact where the rank count is a power
 of two (elsewhere "exact" is null and max_rel_err says how close). A
 ballast (--free) needs a GPU per rank. On a CPU (--device cpu --scale 16)
 the modes run as a dry run of the same code, gloo for torch.distributed.
+
+--ballast-first (issue 27): the ballast comes BEFORE the first collective,
+so nobody's NCCL communicator exists yet when the job starts to
+communicate, the way a job's activations can fill the GPU before its
+first allreduce: joining (hvd.init, init_process_group: no communicator
+yet), the model, the ballast, then the first collective (horovod: an
+all_reduce, which makes NCCL's communicator; ddp: DistributedDataParallel's
+construction, which verifies the shapes and broadcasts the parameters
+through it and allocates its buckets; collguard: the warm-up allreduce,
+where AUTO, HOROVOD_GPU_OPERATIONS unset, chooses NCCL or host staging),
+then the steps, plainly timed. "phase" says where a case stopped; for
+collguard "auto" is what AUTO chose (core_stats).
+
+--mode compare: collguard host-staged (HOROVOD_GPU_OPERATIONS=COLLGUARD)
+against collguard over NCCL, the same gradients in the same process, in
+alternating blocks (init, --steps + 1 steps, shutdown; the block order
+swapped every round), the first step of each block dropped; "ratio" is
+the trimmed mean host-staged / NCCL, "round_ratios" each round's.
+With --free (a GPU) the ballast leaves F free before the first block.
+
 Prints one JSON object per rank (the last line of its stdout).
   memguard.py --mode M --dtype fp32|bf16 [--free BYTES] [--steps N]
-              [--device auto|cpu|cuda:N]
+              [--device auto|cpu|cuda:N] [--ballast-first]
+              [--gpu-operations env|auto|NCCL|COLLGUARD]
 """
 import argparse
 import json
@@ -44,6 +65,10 @@ import torch
 
 MiB = 1 << 20
 HOROVOD_FUSION_THRESHOLD = 128 * MiB
+# core_stats()["gpu_backend"] (include/collguard/hvd.h)
+GPU_BACKENDS = {0: "COLLGUARD", 1: "MPI", 2: "NCCL", 3: "AUTO"}
+AUTO_KEYS = ("gpu_backend", "nccl_estimate_bytes", "nccl_budget_bytes",
+             "nccl_create_bytes", "nccl_fallbacks")
 
 
 def launcher_ranks():
@@ -106,9 +131,28 @@ class Ballast:
 
 
 def oom_text(exc):
-    """The first line of an error, and the allocation it names."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+    """The first line of an error, and the allocation it names; where the
+    first line does not say "out of memory" and a later one does (NCCL's
+    errors: "unhandled cuda error" first, "Cuda failure 2 'out of memory'"
+    lines below), that line is added."""
+    lines = [x.strip() for x in str(exc).strip().splitlines() if x.strip()]
+    if not lines:
+        return repr(exc)[:300]
+    text = lines[0]
+    if "out of memory" not in text.lower():
+        more = next((x for x in lines[1:] if "out of memory" in x.lower()),
+                    None)
+        if more is not None:
+            text = text[:200] + " ... " + more
     return text[:300]
+
+
+def auto_stats(hvd):
+    """What AUTO chose for CUDA tensors (None for keys this build lacks)."""
+    st = hvd.core_stats()
+    a = {k: st.get(k) for k in AUTO_KEYS}
+    a["gpu_backend_name"] = GPU_BACKENDS.get(a["gpu_backend"])
+    return a
 
 
 class CollguardStep:
@@ -116,7 +160,15 @@ class CollguardStep:
         self.hvd, self.dev = hvd, dev
 
     def comm(self):
+        self.init()
+        self.first()
+
+    def init(self):
+        """Joins the job: no collective, no communicator yet."""
         self.hvd.init()
+
+    def first(self):
+        """The first collective (AUTO chooses the backend here)."""
         probe = torch.ones(1, device=self.dev)
         self.hvd.synchronize(self.hvd.allreduce_async_(probe, name="warmup"))
 
@@ -157,7 +209,15 @@ class HorovodDefaultsStep:
                                             HOROVOD_FUSION_THRESHOLD))
 
     def comm(self):
+        self.init()
+        self.first()
+
+    def init(self):
+        """The process group: NCCL's communicator is made lazily, at the
+        first collective."""
         init_process_group(self.dev)
+
+    def first(self):
         import torch.distributed as dist
         dist.all_reduce(torch.ones(1, device=self.dev))
 
@@ -227,17 +287,26 @@ class DdpStep:
         self.dev, self.ddp = dev, None
 
     def comm(self):
-        init_process_group(self.dev)
+        self.init()
         import torch.distributed as dist
         dist.all_reduce(torch.ones(1, device=self.dev))
 
+    def init(self):
+        init_process_group(self.dev)
+
     def wrap(self, params, c):
+        self.construct(params, c)
+        for p in params:
+            p.grad = torch.zeros_like(p)
+
+    def construct(self, params, c):
+        """DDP's construction: with --ballast-first its first collective
+        (it verifies the parameters' shapes across ranks and broadcasts
+        them, which makes NCCL's communicator) and its buckets."""
         from torch.nn.parallel import DistributedDataParallel as DDP
         module = ScaledSum(params, c)
         ids = [self.dev.index] if self.dev.type == "cuda" else None
         self.ddp = DDP(module, device_ids=ids)
-        for p in params:
-            p.grad = torch.zeros_like(p)
 
     def step(self, grads, k):
         for p in self.ddp.module.ps:
@@ -397,6 +466,169 @@ def check_exact(grads, refs):
     return None, err
 
 
+def make_grads(args, dev, dtype):
+    """The gradients in backward order (the last layer's first) and a copy
+    of each to check the results against."""
+    gen = torch.Generator(device="cpu").manual_seed(1234)
+    shapes = gpt2_medium_shapes(args.scale)
+    grads = [torch.randn(s, generator=gen).to(dev, dtype)
+             for s in reversed(shapes)]
+    return grads, [g.clone() for g in grads]
+
+
+def check_result(args, out, dev, dtype, stepper, grads, refs, c):
+    """The verifying step (where the stepper has one) and the check."""
+    if refs is not None:
+        if hasattr(stepper, "verify"):
+            stepper.verify(grads)
+        out["exact"], out["max_rel_err"] = check_exact(grads, refs)
+    else:
+        want = torch.full((1,), c, dtype=dtype, device=dev)
+        out["exact"], out["max_rel_err"] = check_exact(
+            grads, [want for g in grads])
+
+
+def run_ballast_first(args, out, dev, dtype, hvd, stepper):
+    """--ballast-first: join, model, ballast, then the first collective
+    (nobody's NCCL communicator made before it), then the steps."""
+    out["ballast_first"] = True
+    out["phase"] = "init"
+    stepper.init()
+    if hvd is not None:
+        out["auto_before"] = auto_stats(hvd)
+    shapes = gpt2_medium_shapes(args.scale)
+    out["params"] = sum(int(torch.Size(s).numel()) for s in shapes)
+    c = 0.3125  # exact in bf16 and fp32
+    free1 = free_bytes(dev)
+    out["phase"] = "model"
+    if args.mode == "ddp":
+        gen = torch.Generator(device="cpu").manual_seed(1234)
+        params = [torch.nn.Parameter(torch.randn(s, generator=gen).to(
+            dev, dtype)) for s in shapes]
+        for p in params:  # allocated with the model, as on the other path
+            p.grad = torch.zeros_like(p)
+        grads, refs = [p.grad for p in params], None
+
+        def first():
+            stepper.construct(params, c)
+    else:
+        grads, refs = make_grads(args, dev, dtype)
+        first = stepper.first
+    free2 = free_bytes(dev)
+    out["model_bytes"] = None if free2 is None else free1 - free2
+    ballast = Ballast(dev)
+    if args.free is not None and dev.type == "cuda":
+        out["phase"] = "ballast"
+        squeeze(ballast, args.free, None, dev)
+    out["free_after_ballast"] = free_bytes(dev)
+    if hvd is not None:
+        hvd.reset_memory_peaks()
+        out["collguard_held_at_start"] = device_held(hvd)
+    out["phase"] = "first collective"
+    before = free_bytes(dev)
+    t0 = time.perf_counter()
+    first()
+    sync(dev)
+    out["first_collective_ms"] = (time.perf_counter() - t0) * 1e3
+    if before is not None:
+        # NCCL's communicator (made here) and, for DDP, its buckets;
+        # collguard's own buffers are in its peaks.
+        out["first_collective_bytes"] = before - free_bytes(dev)
+    if hvd is not None:
+        out["auto"] = auto_stats(hvd)
+    out["phase"] = "steps"
+    times = timed_steps(stepper, grads, args.steps, dev)
+    out["steps_done"] = len(times)
+    out["step_ms_median"] = statistics.median(
+        times[1:] if len(times) > 1 else times) * 1e3
+    out["step_ms_mean"] = trimmed_mean(
+        times[1:] if len(times) > 1 else times) * 1e3
+    out["first_step_ms"] = times[0] * 1e3
+    out["phase"] = "verify"
+    check_result(args, out, dev, dtype, stepper, grads, refs, c)
+    out["completed"] = True
+    out["phase"] = "done"
+    if dev.type == "cuda":
+        out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
+    if hvd is not None:
+        out["collguard"] = snapshot(hvd)
+        out["collguard_stats"] = hvd.core_stats()
+        out["auto"] = auto_stats(hvd)
+    return out
+
+
+COMPARE_SIDES = ("COLLGUARD", "NCCL")
+
+
+def run_compare(args, out, dev, dtype):
+    """--mode compare: host-staged against NCCL (see the module's text)."""
+    import collguard.torch as hvd
+    shapes = gpt2_medium_shapes(args.scale)
+    out["params"] = sum(int(torch.Size(s).numel()) for s in shapes)
+    grads, refs = make_grads(args, dev, dtype)
+    ballast = Ballast(dev)
+    if args.free is not None and dev.type == "cuda":
+        squeeze(ballast, args.free, None, dev)
+    out["free_after_ballast"] = free_bytes(dev)
+    times = {s: [] for s in COMPARE_SIDES}
+    rounds, blocks = [], []
+    exact, errs, sides = {}, {}, {}
+    for r in range(args.rounds):
+        order = COMPARE_SIDES if r % 2 == 0 else COMPARE_SIDES[::-1]
+        mean = {}
+        for side in order:
+            os.environ["HOROVOD_GPU_OPERATIONS"] = side
+            out["phase"] = "round %d %s" % (r, side)
+            blk = {"round": r, "side": side, "free_before": free_bytes(dev)}
+            stepper = CollguardStep(dev, hvd)
+            t0 = time.perf_counter()
+            stepper.comm()
+            sync(dev)
+            blk["init_ms"] = (time.perf_counter() - t0) * 1e3
+            blk["free_after_init"] = free_bytes(dev)
+            ts = timed_steps(stepper, grads, args.steps + 1, dev)
+            blk["first_step_ms"] = ts[0] * 1e3
+            ts = ts[1:]
+            times[side] += ts
+            mean[side] = trimmed_mean(ts)
+            blk["step_ms_mean"] = mean[side] * 1e3
+            a = auto_stats(hvd)
+            blk["gpu_backend"] = a["gpu_backend"]
+            blk["nccl_create_bytes"] = a["nccl_create_bytes"]
+            if r == args.rounds - 1:
+                stepper.verify(grads)
+                exact[side], errs[side] = check_exact(grads, refs)
+                sides[side] = {"collguard": snapshot(hvd),
+                               "collguard_stats": hvd.core_stats()}
+            hvd.shutdown()
+            blk["free_after_shutdown"] = free_bytes(dev)
+            blocks.append(blk)
+        rounds.append(mean["COLLGUARD"] / mean["NCCL"])
+    out["phase"] = "done"
+    out["blocks"] = blocks
+    out["round_ratios"] = rounds
+    out["staged_step_ms_mean"] = trimmed_mean(times["COLLGUARD"]) * 1e3
+    out["nccl_step_ms_mean"] = trimmed_mean(times["NCCL"]) * 1e3
+    out["staged_step_ms_median"] = statistics.median(times["COLLGUARD"]) * 1e3
+    out["nccl_step_ms_median"] = statistics.median(times["NCCL"]) * 1e3
+    out["ratio"] = out["staged_step_ms_mean"] / out["nccl_step_ms_mean"]
+    out["step_ms_median"] = out["staged_step_ms_median"]
+    out["steps_done"] = sum(len(t) for t in times.values())
+    out["backends_seen"] = {s: sorted({b["gpu_backend"] for b in blocks
+                                       if b["side"] == s},
+                                      key=lambda v: (v is None, v))
+                            for s in COMPARE_SIDES}
+    out["sides"] = sides
+    out["side_exact"] = exact
+    ex = list(exact.values())
+    out["exact"] = False if False in ex else (None if None in ex else True)
+    out["max_rel_err"] = max(errs.values()) if errs else None
+    out["completed"] = True
+    if dev.type == "cuda":
+        out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
+    return out
+
+
 def run(args, out):
     dev = pick_device(args.device)
     out["rank"], out["ranks"], out["device"] = RANK, SIZE, str(dev)
@@ -410,6 +642,8 @@ def run(args, out):
         torch.cuda.init()
         torch.ones(1, device=dev)  # the framework's context first
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    if args.mode == "compare":
+        return run_compare(args, out, dev, dtype)
     hvd = None
     if args.mode in ("collguard", "grow"):
         import collguard.torch as hvd
@@ -418,6 +652,8 @@ def run(args, out):
         stepper = HorovodDefaultsStep(dev)
     else:
         stepper = DdpStep(dev)
+    if args.ballast_first:
+        return run_ballast_first(args, out, dev, dtype, hvd, stepper)
 
     free0 = free_bytes(dev)
     stepper.comm()
@@ -488,19 +724,13 @@ def run(args, out):
     out["step_ms_median"] = statistics.median(
         times[1:] if len(times) > 1 else times) * 1e3
     out["first_step_ms"] = times[0] * 1e3
-    if refs is not None:
-        if hasattr(stepper, "verify"):
-            stepper.verify(grads)
-        out["exact"], out["max_rel_err"] = check_exact(grads, refs)
-    else:
-        want = torch.full((1,), c, dtype=dtype, device=dev)
-        out["exact"], out["max_rel_err"] = check_exact(
-            grads, [want for g in grads])
+    check_result(args, out, dev, dtype, stepper, grads, refs, c)
     if dev.type == "cuda":
         out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
     if hvd is not None:
         out["collguard"] = snapshot(hvd)
         out["collguard_stats"] = hvd.core_stats()
+        out["auto"] = auto_stats(hvd)
         if args.mode == "grow":
             out["trace"] = trace
     return out
@@ -509,7 +739,8 @@ def run(args, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", required=True,
-                    choices=("collguard", "horovod", "ddp", "grow"))
+                    choices=("collguard", "horovod", "ddp", "grow",
+                             "compare"))
     ap.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
     ap.add_argument("--free", type=int, default=None,
                     help="bytes left free by the ballast (default: none)")
@@ -520,6 +751,13 @@ def main():
     ap.add_argument("--device", default="auto",
                     help="auto: the GPU of this rank's local rank, else cpu")
     ap.add_argument("--scale", type=int, default=1)
+    ap.add_argument("--ballast-first", action="store_true",
+                    help="the ballast before the first collective (no NCCL "
+                    "communicator made yet); the steps plainly timed")
+    ap.add_argument("--gpu-operations", default="env",
+                    choices=("env", "auto", "NCCL", "COLLGUARD", "MPI"),
+                    help="HOROVOD_GPU_OPERATIONS for collguard: env leaves "
+                    "the environment's, auto unsets it (AUTO)")
     ap.add_argument("--grow-step", type=int, default=128 * MiB)
     ap.add_argument("--grow-floor", type=int, default=64 * MiB)
     ap.add_argument("--grow-pause", type=float, default=0.15)
@@ -528,9 +766,19 @@ def main():
     args = ap.parse_args()
     if args.mode == "grow":
         args.steps = max(args.steps, 1000)
+    if args.ballast_first and args.mode not in ("horovod", "ddp",
+                                                "collguard"):
+        ap.error("--ballast-first: horovod, ddp or collguard")
+    if args.gpu_operations == "auto":
+        os.environ.pop("HOROVOD_GPU_OPERATIONS", None)
+    elif args.gpu_operations != "env":
+        os.environ["HOROVOD_GPU_OPERATIONS"] = args.gpu_operations
     out = {"mode": args.mode, "dtype": args.dtype, "free_req": args.free,
-           "backend": os.environ.get("HOROVOD_GPU_OPERATIONS", ""),
-           "completed": False}
+           "backend": ("host-staged vs NCCL" if args.mode == "compare" else
+                       os.environ.get("HOROVOD_GPU_OPERATIONS", "AUTO")
+                       if args.mode in ("collguard", "grow") else
+                       os.environ.get("HOROVOD_GPU_OPERATIONS", "")),
+           "ballast_first": args.ballast_first, "completed": False}
     rc = 0
     try:
         run(args, out)
@@ -545,6 +793,13 @@ def main():
                                               ())))
         out["traceback_tail"] = traceback.format_exc().splitlines()[-4:]
         rc = 0 if out["oom"] else 1
+        h = sys.modules.get("collguard.torch")
+        if args.mode == "collguard" and h is not None and "auto" not in out:
+            try:  # what AUTO had chosen when it failed
+                if h.is_initialized():
+                    out["auto"] = auto_stats(h)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
     sys.stdout.flush()
     print(json.dumps(out))
     sys.stdout.flush()
