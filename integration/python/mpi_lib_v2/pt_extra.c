@@ -7,6 +7,9 @@
  */
 #include "integration/python/mpi_lib_v2/pt.h"
 
+#include <stddef.h>
+#include <string.h>
+
 #include "collguard/governor.h"
 #include "plugin/hvd_abi.h"
 
@@ -140,10 +143,12 @@ PyObject *pt_core_stats(PyObject *self, PyObject *args)
     if (core == NULL)
         return NULL;
     cg_hvd_core_stats(core, &s);
-#define PT__K(f) #f, (unsigned long long)s.f
-    return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+    /* A table, not one format string: a key cannot lose its value. */
+#define PT__K(f) {#f, offsetof(cg_hvd_stats_t, f)}
+    static const struct {
+        const char *name;
+        size_t off; /* of a uint64_t */
+    } keys[] = {
         PT__K(cycles), PT__K(allreduce_calls), PT__K(allreduce_tensors),
         PT__K(fused_calls), PT__K(max_fused_tensors), PT__K(duplicates),
         PT__K(mismatches), PT__K(fusion_bytes), PT__K(fused_bytes),
@@ -154,6 +159,20 @@ PyObject *pt_core_stats(PyObject *self, PyObject *args)
         PT__K(wait_sleeps), PT__K(spin_ns), PT__K(wait_spins),
         PT__K(gpu_backend), PT__K(nccl_estimate_bytes),
         PT__K(nccl_budget_bytes), PT__K(nccl_create_bytes),
-        PT__K(nccl_fallbacks));
+        PT__K(nccl_fallbacks)};
 #undef PT__K
+    PyObject *d = PyDict_New();
+
+    for (size_t i = 0; d != NULL && i < sizeof(keys) / sizeof(keys[0]); i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&s + keys[i].off, sizeof(v));
+        PyObject *o = PyLong_FromUnsignedLongLong((unsigned long long)v);
+        if (o == NULL || PyDict_SetItemString(d, keys[i].name, o) != 0) {
+            Py_XDECREF(o);
+            Py_CLEAR(d);
+            break;
+        }
+        Py_DECREF(o);
+    }
+    return d;
 }

@@ -123,6 +123,21 @@ def test_core_stats_staging_chunk_without_cuda_staging():
     assert s["stage_slot_bytes"] == 0, s
 
 
+def test_core_stats_auto_has_not_chosen_without_cuda_tensors():
+    """Host tensors only: AUTO's choice for CUDA tensors waits for the
+    first CUDA collective (3), or is COLLGUARD (0) where NCCL is not built
+    in, and nothing of NCCL was estimated, made or fallen back from."""
+    hvd.allreduce(torch.ones(4), name="auto.stats")
+    s = hvd.core_stats()
+    want = 3 if hvd.nccl_built() and not os.environ.get(
+        "HOROVOD_GPU_OPERATIONS") else None
+    if want is not None:
+        assert s["gpu_backend"] == want, s
+    for k in ("nccl_estimate_bytes", "nccl_budget_bytes",
+              "nccl_create_bytes", "nccl_fallbacks"):
+        assert s[k] == 0, (k, s)
+
+
 @pytest.mark.parametrize("dtype", DTYPES + [torch.uint8, torch.int8,
                                             torch.int16])
 def test_broadcast_from_every_root(dtype):
