@@ -112,10 +112,20 @@ cg_status_t cg_alltoallv(cg_comm_t *comm, const void *sendbuf,
  * block offset (in place: only that block is written) or disjoint from
  * sendbuf, which is then left untouched. A ring over rank-1 -> rank ->
  * rank+1 (the first half of the ring AllReduce), every block cut into
- * pieces of CG_COLL_SMALL_BYTES (a constant: the same cut on every rank);
- * block b's elements are reduced in ring order starting at rank b+1, so
- * every run gives the same bits for a given rank count. Memory beyond the
- * caller's (CG_MEM_CAT_RING): two pieces, kept by the communicator. */
+ * pieces (the largest block's eighth within 64..128 KiB, at most the
+ * smallest CG_CHUNK_MIN of all ranks: the same cut on every rank whatever
+ * its governor's chunk), up to four rounds of pieces in flight so that
+ * transfers overlap reductions; block b's elements are reduced in ring
+ * order starting at rank b+1 (each rank's prescaled input op the partial
+ * it receives), so every run gives the same bits for a given rank count,
+ * whatever the pieces, the rounds in flight or the pressure. Ranks that
+ * disagree on counts fail (CG_ERR_MISMATCH for a short piece, the
+ * transport's truncation for a long one). Memory beyond the caller's
+ * (CG_MEM_CAT_RING, kept by the communicator): per round in flight a
+ * receive slot of one piece, plus one or two partials where a send is not
+ * the input itself (more than two ranks, or a prescale); at most two
+ * governor chunks in all, and under pressure fewer rounds, down to one
+ * slot and one partial. */
 cg_status_t cg_reduce_scatterv(cg_comm_t *comm, const void *sendbuf,
                                void *recvbuf, const size_t *counts,
                                cg_dtype_t dt, cg_redop_t op, double prescale,

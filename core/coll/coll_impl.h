@@ -33,7 +33,7 @@
 #define CG_COLL_SCRATCH_RD 2
 /* The shared-memory AllReduce's partial results (more than two ranks). */
 #define CG_COLL_SCRATCH_SHM 3
-/* The ring reduce-scatter's receive slot and partial result
+/* The ring reduce-scatter's receive slots and partial results
  * (coll_rscatter.c): CG_COLL_SCRATCH_RS and CG_COLL_SCRATCH_RS + 1. */
 #define CG_COLL_SCRATCH_RS 4
 

@@ -32,13 +32,15 @@ typedef struct cg_comm_params {
 
 /* Tag kinds: a tag is (operation sequence << 8) | kind. */
 typedef enum {
-    CG_COMM_TAG_DATA = 1,   /* ring reduce-scatter pieces */
+    CG_COMM_TAG_DATA = 1,   /* ring AllReduce's reduce-scatter pieces */
     CG_COMM_TAG_CREDIT = 2, /* receiver's piece sizes */
     CG_COMM_TAG_GATHER = 3, /* ring all-gather */
     CG_COMM_TAG_RD = 4,     /* recursive doubling and its fold */
     CG_COMM_TAG_BCAST = 5,  /* broadcast chain and tree */
     CG_COMM_TAG_ALLTOALL = 6, /* pairwise exchange (coll_alltoall.c) */
-    CG_COMM_TAG_ABORT = 7     /* the goodbye of cg_comm_fail_blame */
+    CG_COMM_TAG_ABORT = 7,    /* the goodbye of cg_comm_fail_blame */
+    CG_COMM_TAG_RS = 8        /* ring reduce-scatter: 8 .. 11, one per
+                               * channel (coll_rscatter.c) */
 } cg_comm_tag_kind_t;
 
 /* Collective over the bootstrap: every rank listens, handles are

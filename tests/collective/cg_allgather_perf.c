@@ -131,6 +131,7 @@ static double ag_expect(const perf_job_t *job, const perf_opts_t *o,
 int main(int argc, char **argv)
 {
     const perf_coll_t coll = {"cg_allgather_perf", false, ag_bus, ag_run,
-                              ag_fill, ag_expect, NULL, ag_algo};
+                              ag_fill, ag_expect, NULL, ag_algo, NULL, NULL,
+                              NULL};
     return perf_main(&coll, argc, argv);
 }

@@ -78,41 +78,14 @@ static void ar_fill(const perf_job_t *job, const perf_opts_t *o, void *send,
 static double ar_expect(const perf_job_t *job, const perf_opts_t *o,
                         size_t i, int root)
 {
-    double acc = perf_as_type(o->dt, perf_pattern(o, 0, i));
-
     (void)root;
-    for (int r = 1; r < job->size; r++) {
-        double v = perf_as_type(o->dt, perf_pattern(o, r, i));
-        switch (o->op) {
-        case CG_OP_PROD: acc *= v; break;
-        case CG_OP_MIN: acc = v < acc ? v : acc; break;
-        case CG_OP_MAX: acc = v > acc ? v : acc; break;
-        default: acc += v; break;
-        }
-    }
-    if (o->op == CG_OP_AVG) {
-        if (o->dt == CG_DTYPE_F16 || o->dt == CG_DTYPE_BF16 ||
-            o->dt == CG_DTYPE_F32 || o->dt == CG_DTYPE_F64)
-            return acc / job->size; /* compared with a tolerance */
-        acc = (double)((long long)acc / job->size);
-    }
-    return perf_as_type(o->dt, acc);
-}
-
-/* Only the average of floats rounds (scaling by 1/n): one or two units in
- * the last place of the type. */
-static double ar_tolerance(const perf_opts_t *o, double want)
-{
-    double ulp = o->dt == CG_DTYPE_F16 ? 1.0 / 1024 : o->dt == CG_DTYPE_BF16
-                 ? 1.0 / 128 : o->dt == CG_DTYPE_F32 ? 1.2e-7 : 2.3e-16;
-    if (o->op != CG_OP_AVG)
-        return 0;
-    return 2 * ulp * (want < 0 ? -want : want) + 1e-300;
+    return perf_reduce_expect(job, o, i);
 }
 
 int main(int argc, char **argv)
 {
     const perf_coll_t coll = {"cg_allreduce_perf", false, ar_bus, ar_run,
-                              ar_fill, ar_expect, ar_tolerance, NULL};
+                              ar_fill, ar_expect, perf_reduce_tolerance,
+                              NULL, NULL, NULL, NULL};
     return perf_main(&coll, argc, argv);
 }

@@ -66,6 +66,7 @@ static double bc_expect(const perf_job_t *job, const perf_opts_t *o,
 int main(int argc, char **argv)
 {
     const perf_coll_t coll = {"cg_broadcast_perf", true, bc_bus, bc_run,
-                              bc_fill, bc_expect, NULL, NULL};
+                              bc_fill, bc_expect, NULL, NULL, NULL, NULL,
+                              NULL};
     return perf_main(&coll, argc, argv);
 }

@@ -2,8 +2,9 @@
 /*
  * The perf tools' driver: options (-b -e -f -n -w -c -d -o -r -t -B, plus
  * -H hashes and -R random data), job setup through the bootstrap (mpirun
- * or collguard-run), the size loop (warm-up, timed iterations, a check run
- * against the independent reference), and nccl-tests' table and summary.
+ * or collguard-run), the size loop (warm-up, timed iterations, the
+ * tool's anchor timed alike where it has one, a check run against the
+ * independent reference), and nccl-tests' table and summary.
  */
 #include <getopt.h>
 #include <math.h>
@@ -183,7 +184,8 @@ static void perf_teardown(perf_job_t *job)
 
 typedef struct perf_result {
     double us, algbw, busbw;
-    long wrong; /* -1: not checked */
+    long wrong;       /* -1: not checked */
+    double anchor_us; /* -1: no anchor, or N/A */
 } perf_result_t;
 
 /* The slowest rank's value, so every rank prints the same table. */
@@ -217,6 +219,8 @@ static long perf_verify(const perf_coll_t *c, perf_job_t *job,
         double want = c->expect(job, o, i, root);
         double got = perf_load(o->dt, recv, i);
         double tol = c->tolerance != NULL ? c->tolerance(o, want) : 0;
+        if (isnan(want)) /* not checked */
+            continue;
         if (!(fabs(got - want) <= tol)) {
             if (wrong < 3)
                 fprintf(stderr, "rank %d: element %zu is %.17g, expected "
@@ -227,11 +231,12 @@ static long perf_verify(const perf_coll_t *c, perf_job_t *job,
     return wrong;
 }
 
-static int perf_one(const perf_coll_t *c, perf_job_t *job,
-                    const perf_opts_t *o, void *send, void *recv,
-                    size_t count, int root, perf_result_t *res)
+/* Times iters calls of run (after warmup ones): the slowest rank's mean.
+ * rc PERF_ANCHOR_NA from the first call: *us_p is -1. */
+static int perf_time(perf_run_fn run, perf_job_t *job, const perf_opts_t *o,
+                     void *send, void *recv, size_t count, int root,
+                     double *us_p)
 {
-    size_t bytes = count * cg_dtype_size(o->dt);
     double t0 = 0;
     int rc;
 
@@ -242,17 +247,42 @@ static int perf_one(const perf_coll_t *c, perf_job_t *job,
             t0 = perf_now();
         }
         cg_governor_tick(job->ctx->gov);
-        rc = c->run(job, o, send, recv, count, root);
+        rc = run(job, o, send, recv, count, root);
+        if (rc == PERF_ANCHOR_NA && i == 0) {
+            *us_p = -1;
+            return 0;
+        }
         if (rc != 0)
             return rc;
     }
-    res->us = perf_max(job, (perf_now() - t0) / o->iters * 1e6);
+    *us_p = perf_max(job, (perf_now() - t0) / o->iters * 1e6);
+    return 0;
+}
+
+static int perf_one(const perf_coll_t *c, perf_job_t *job,
+                    const perf_opts_t *o, void *send, void *recv,
+                    size_t count, int root, perf_result_t *res)
+{
+    size_t bytes = count * cg_dtype_size(o->dt);
+    int rc;
+
+    rc = perf_time(c->run, job, o, send, recv, count, root, &res->us);
+    if (rc != 0)
+        return rc;
     res->algbw = res->us > 0 ? bytes / res->us / 1e3 : 0;
     res->busbw = res->algbw * c->bus_factor(job->size);
     res->wrong = -1;
+    res->anchor_us = -1;
+    if (o->anchor) {
+        rc = perf_time(c->anchor, job, o, send, recv, count, root,
+                       &res->anchor_us);
+        if (rc != 0)
+            return rc;
+    }
     if (!o->check && !o->hash)
         return 0;
     job->count = count;
+    job->inplace = send == recv;
     c->fill(job, o, send, recv, count, root);
     rc = c->run(job, o, send, recv, count, root);
     if (rc != 0)
@@ -274,6 +304,17 @@ static void perf_cell(const perf_result_t *r)
         printf(" %6s", "N/A");
     else
         printf(" %6ld", r->wrong);
+}
+
+/* The anchor's time and its ratio to collguard's (above 1: collguard is
+ * faster). */
+static void perf_anchor_cell(const perf_result_t *r)
+{
+    if (r->anchor_us < 0)
+        printf(" %9s %6s", "N/A", "N/A");
+    else
+        printf(" %9.2f %6.2f", r->anchor_us,
+               r->us > 0 ? r->anchor_us / r->us : 0.0);
 }
 
 static int perf_loop(const perf_coll_t *c, perf_job_t *job,
@@ -302,6 +343,10 @@ static int perf_loop(const perf_coll_t *c, perf_job_t *job,
                        c->has_root ? root : -1);
                 perf_cell(&oop);
                 perf_cell(&ip);
+                if (o->anchor) {
+                    perf_anchor_cell(&oop);
+                    perf_anchor_cell(&ip);
+                }
                 printf("\n");
                 fflush(stdout);
             }
@@ -337,12 +382,21 @@ static void perf_header(const perf_coll_t *c, const perf_job_t *job,
            perf_algo_name(c, job->comm, b),
            (unsigned long long)b, (unsigned long long)snap.chunk_bytes,
            o->iters, o->warmup, o->check);
-    printf("#%11s %12s %8s %7s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n",
+    if (o->anchor)
+        printf("# anchor: %s on the same buffers in the same run, after "
+               "each collguard column; ratio = its time / collguard's\n",
+               c->anchor_name);
+    printf("#%11s %12s %8s %7s %6s %8s %7s %7s %6s %8s %7s %7s %6s",
            "size", "count", "type", "redop", "root", "time", "algbw",
            "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("#%11s %12s %8s %7s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n",
+    if (o->anchor)
+        printf(" %9s %6s %9s %6s", "anchor", "ratio", "anchor", "ratio");
+    printf("\n#%11s %12s %8s %7s %6s %8s %7s %7s %6s %8s %7s %7s %6s",
            "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
            "(us)", "(GB/s)", "(GB/s)", "");
+    if (o->anchor)
+        printf(" %9s %6s %9s %6s", "oop (us)", "", "ip (us)", "");
+    printf("\n");
 }
 
 int perf_main(const perf_coll_t *c, int argc, char **argv)
@@ -360,6 +414,8 @@ int perf_main(const perf_coll_t *c, int argc, char **argv)
         perf_teardown(&job);
         return rc;
     }
+    o.anchor = c->anchor != NULL && !o.mpi && c->anchor_ready != NULL &&
+               c->anchor_ready(&job);
     if (o.root >= job.size) {
         fprintf(stderr, "%s: root %d with %d ranks\n", c->name, o.root,
                 job.size);

@@ -2,8 +2,9 @@
 /*
  * Element access for the perf tools' reference checks: load and store any
  * cg_dtype_t as double with plain scalar code (own f16/bf16 conversions,
- * round to nearest even; integers wrap), and the deterministic per-rank
- * input patterns. Independent of the library's reduction kernels.
+ * round to nearest even; integers wrap), the deterministic per-rank
+ * input patterns, and the expected result of a reduction over them.
+ * Independent of the library's reduction kernels.
  */
 #include <math.h>
 #include <string.h>
@@ -146,4 +147,36 @@ double perf_pattern(const perf_opts_t *o, int r, size_t i)
         return (i + (size_t)r) % 3 == 0 ? 2 : 1;
     x = ((uint64_t)i * 7 + (uint64_t)r * 3) % 11;
     return perf_unsigned(o->dt) ? (double)x : (double)x - 5;
+}
+
+double perf_reduce_expect(const perf_job_t *job, const perf_opts_t *o,
+                          size_t i)
+{
+    double acc = perf_as_type(o->dt, perf_pattern(o, 0, i));
+
+    for (int r = 1; r < job->size; r++) {
+        double v = perf_as_type(o->dt, perf_pattern(o, r, i));
+        switch (o->op) {
+        case CG_OP_PROD: acc *= v; break;
+        case CG_OP_MIN: acc = v < acc ? v : acc; break;
+        case CG_OP_MAX: acc = v > acc ? v : acc; break;
+        default: acc += v; break;
+        }
+    }
+    if (o->op == CG_OP_AVG) {
+        if (o->dt == CG_DTYPE_F16 || o->dt == CG_DTYPE_BF16 ||
+            o->dt == CG_DTYPE_F32 || o->dt == CG_DTYPE_F64)
+            return acc / job->size; /* compared with a tolerance */
+        acc = (double)((long long)acc / job->size);
+    }
+    return perf_as_type(o->dt, acc);
+}
+
+double perf_reduce_tolerance(const perf_opts_t *o, double want)
+{
+    double ulp = o->dt == CG_DTYPE_F16 ? 1.0 / 1024 : o->dt == CG_DTYPE_BF16
+                 ? 1.0 / 128 : o->dt == CG_DTYPE_F32 ? 1.2e-7 : 2.3e-16;
+    if (o->op != CG_OP_AVG)
+        return 0;
+    return 2 * ulp * (want < 0 ? -want : want) + 1e-300;
 }

@@ -68,7 +68,11 @@ static int coll_setup(coll_rank_t *cr, const char *timeout,
     bp.mem = cg_governor_mem_ops(cr->ctx->gov);
     if ((st = cg_bootstrap_create(&bp, &bs)) != CG_OK)
         return st;
-    tp = (cg_transport_params_t){CG_TRANSPORT_SOCKET, cg_bootstrap_cookie(bs),
+    /* Sockets unless the settings name a transport (CG_TRANSPORT=ucx). */
+    tp = (cg_transport_params_t){cr->ctx->cfg.set_by_user[CG_CFG_TRANSPORT]
+                                     ? cr->ctx->cfg.transport
+                                     : CG_TRANSPORT_SOCKET,
+                                 cg_bootstrap_cookie(bs),
                                  cr->rank, cr->ctx->cfg.timeout_ns, "lo", 1,
                                  NULL, cg_governor_mem_ops(cr->ctx->gov), 0};
     if ((st = cg_transport_create(&tp, &t)) != CG_OK)

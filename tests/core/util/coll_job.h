@@ -2,8 +2,9 @@
 /*
  * Forked multi-rank jobs for the collective tests: each rank bootstraps
  * over a loopback rendezvous (collguard-run's variables), creates a
- * context (CG_TIMEOUT from the test), a socket transport and a
- * communicator, runs the scenario's body and reports into shared memory.
+ * context (CG_TIMEOUT from the test), a socket transport (or the one a
+ * CG_TRANSPORT setting names) and a communicator, runs the scenario's
+ * body and reports into shared memory.
  */
 #ifndef CG_TEST_COLL_JOB_H
 #define CG_TEST_COLL_JOB_H
