@@ -20,23 +20,23 @@ mod=$(ls "$build"/integration/python/mpi_lib_v2/mpi_lib_v2*.so 2>/dev/null | hea
 export PYTHONPATH=$root/integration/python COLLGUARD_LIB=$mod CG_LOG_LEVEL=info
 unset HOROVOD_GPU_OPERATIONS CG_GPU_OPERATIONS
 failed=0
-job() { # NAME NP [VAR=VALUE...] [-- rank_env args]
+job() { # NAME NP [VAR=VALUE...]; RANK_ENV: rank_env.sh's NAME=v0,v1 lists
     local name=$1 np=$2
     shift 2
     echo "== $name"
     env "$@" "$build/transport/collguard-run" -np "$np" --timeout 300s -- \
         bash "$root/integration/gpu/rank_env.sh" \
-        NCCL_HOSTID=cg-auto-0,cg-auto-1 ${CG_RANK_ENV:-} -- \
-        "$py" "$root/integration/gpu/auto_check.py" 2>&1 | tee /tmp/cg_auto_job.log
-    [ "${PIPESTATUS[0]}" = 0 ] || { echo "!! $name failed"; failed=$((failed + 1)); }
-    grep -E "CUDA tensors: |nccl communicator" /tmp/cg_auto_job.log | head -4
+        NCCL_HOSTID=cg-auto-0,cg-auto-1 ${RANK_ENV:-} -- \
+        "$py" "$root/integration/gpu/auto_check.py" >/tmp/cg_auto_job.log 2>&1
+    [ $? = 0 ] || { tail -n 20 /tmp/cg_auto_job.log; echo "!! $name failed"; failed=$((failed + 1)); }
+    grep -E "^\{|hvd_gpu_auto|nccl communicator on this rank" /tmp/cg_auto_job.log | head -6
 }
 job "1 rank, unconstrained: NCCL, creation within 25% of the estimate" 1 \
     CG_EXPECT_BACKEND=NCCL CG_EXPECT_FALLBACKS=0 CG_EXPECT_WITHIN=0.25
 job "1 rank, NCCL's cost above the budget: COLLGUARD" 1 CG_NCCL_COST=1TiB \
     CG_EXPECT_BACKEND=COLLGUARD CG_EXPECT_FALLBACKS=0
-job "2 ranks, rank 1's NCCL creation fails for memory: both fall back" 2 \
-    CG_RANK_ENV=CG_FAULT_NCCL_INIT=,1 \
+RANK_ENV=CG_FAULT_NCCL_INIT=,1 \
+    job "2 ranks, rank 1's NCCL creation fails for memory: both fall back" 2 \
     CG_EXPECT_BACKEND=COLLGUARD CG_EXPECT_FALLBACKS=1
 job "2 ranks, unconstrained: NCCL on both" 2 \
     CG_EXPECT_BACKEND=NCCL CG_EXPECT_FALLBACKS=0

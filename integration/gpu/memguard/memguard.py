@@ -147,6 +147,18 @@ def oom_text(exc):
     return text[:300]
 
 
+def nccl_warnings():
+    """NCCL's WARN lines of this process (NCCL_DEBUG_FILE set by main)."""
+    path = "/tmp/memguard-nccl.%d.log" % os.getpid()
+    try:
+        with open(path) as f:
+            lines = [x.strip() for x in f if "WARN" in x]
+        os.remove(path)
+    except OSError:
+        return []
+    return lines
+
+
 def auto_stats(hvd):
     """What AUTO chose for CUDA tensors (None for keys this build lacks)."""
     st = hvd.core_stats()
@@ -779,10 +791,22 @@ def main():
                        if args.mode in ("collguard", "grow") else
                        os.environ.get("HOROVOD_GPU_OPERATIONS", "")),
            "ballast_first": args.ballast_first, "completed": False}
+    # NCCL's own warnings, for an error whose text is only "unhandled cuda
+    # error": the failed CUDA call is in them (nccl_warnings()).
+    if args.mode in ("horovod", "ddp") and "NCCL_DEBUG" not in os.environ:
+        os.environ["NCCL_DEBUG"] = "WARN"
+        os.environ["NCCL_DEBUG_FILE"] = "/tmp/memguard-nccl.%p.log"
     rc = 0
     try:
         run(args, out)
     except Exception as exc:  # noqa: BLE001 - the case's outcome
+        warn = nccl_warnings()
+        if warn and "out of memory" not in str(exc).lower():
+            oom_line = next((x for x in warn if "out of memory" in x.lower()
+                             or "CUDA_ERROR_OUT_OF_MEMORY" in x), None)
+            out["nccl_warnings"] = warn[-6:]
+            if oom_line is not None:
+                exc = RuntimeError("%s\nNCCL: %s" % (exc, oom_line))
         # Raised after the steps (the verifying step, the check) is a
         # failure too: nothing that raised completed.
         out["completed"] = False
