@@ -5,6 +5,7 @@
 # with ctest (label gpu: no CUDA context before the first CUDA tensor,
 # then only on its GPU; gpu_check on 1 rank), the same context check on 2
 # ranks, NCCL's buffer variables as NCCL reads them (nccl_env_check.sh),
+# AUTO's choice of backend and its fallback (auto_check.sh),
 # the shim's GPU smoke
 # (NCCL, COLLGUARD, MPI, pinned fallback; batched copies on and off; the
 # staging pipeline on and off), the correctness suite (gpu_check.sh), the
@@ -78,6 +79,9 @@ step context-2-ranks env HOROVOD_GPU_OPERATIONS=$be \
 # NCCL's own log shows it reads the NCCL_BUFFSIZE (and, under pressure,
 # NCCL_MAX_NCHANNELS) the backend exported, and a user's values kept.
 step nccl-env bash integration/gpu/nccl_env_check.sh "$build"
+# AUTO: NCCL where it fits (its measured creation against the estimate),
+# COLLGUARD where it cannot, every rank falling back together.
+step nccl-auto bash integration/gpu/auto_check.sh "$build" "$py"
 step gpu-smoke bash integration/gpu/run_gpu_smoke.sh "$build" 5
 # The same smoke with one cudaMemcpyAsync per tensor (batched copies off).
 step gpu-smoke-unbatched env CG_GPU_BATCH_COPIES=0 \
