@@ -29,6 +29,18 @@ bool cg_backend_auto_pending(cg_backend_kind_t kind)
     return kind == CG_BACKEND_AUTO && CG__NCCL_BUILT;
 }
 
+cg_status_t cg_backend_start(cg_backend_t *be, uint64_t *took_p)
+{
+    *took_p = 0;
+#if CG__NCCL_BUILT
+    if (be->ops->kind == CG_BACKEND_NCCL)
+        return cg_backend_nccl_start(be, took_p);
+#else
+    (void)be;
+#endif
+    return CG_OK;
+}
+
 static cg_status_t cg__create(cg_backend_kind_t kind,
                               const cg_backend_params_t *params,
                               cg_backend_t **be_p)

@@ -151,6 +151,9 @@ cg_status_t cg_backend_nccl_create(const cg_backend_params_t *params,
  * that took (the driver's free memory before and after). A failure for
  * memory is CG_ERR_NO_MEMORY; any failure leaves be broken. */
 cg_status_t cg_backend_nccl_start(cg_backend_t *be, uint64_t *took_p);
+/* Starts what a backend makes lazily, now: NCCL's communicator (through
+ * cg_backend_nccl_start); nothing for the others (*took_p 0). */
+cg_status_t cg_backend_start(cg_backend_t *be, uint64_t *took_p);
 /* Whether kind AUTO waits for the first CUDA collective to choose
  * (NCCL built in): cg_hvd_gpu_auto_settle in core/engine then decides. */
 bool cg_backend_auto_pending(cg_backend_kind_t kind);

@@ -83,7 +83,7 @@ static cg_status_t cg__nccl(cg_hvd_core_t *core, int64_t outcome[2],
                           &p);
     st = cg_backend_create(CG_BACKEND_NCCL, &p, &be);
     if (st == CG_OK)
-        st = cg_backend_nccl_start(be, &took);
+        st = cg_backend_start(be, &took);
     if (st != CG_OK) {
         mine[st == CG_ERR_NO_MEMORY ? 0 : 1] = 1;
         snprintf(why, len, "%s", cg_last_error());
