@@ -16,18 +16,6 @@
 #include "core/base/error.h"
 #include "transport/sock.h"
 
-const char *cg_rdv_op_name(cg_rdv_op_t op)
-{
-    switch (op) {
-    case CG_RDV_OP_START: return "start";
-    case CG_RDV_OP_ALLGATHER: return "allgather";
-    case CG_RDV_OP_BCAST: return "bcast";
-    case CG_RDV_OP_BARRIER: return "barrier";
-    case CG_RDV_OP_ABORT: return "abort";
-    }
-    return "unknown";
-}
-
 /* Bytes rank r sends to rank 0 for one collective. */
 static size_t cg__rdv_part_len(cg_rdv_op_t op, int root, int r, size_t len)
 {

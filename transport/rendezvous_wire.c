@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The rendezvous wire: frame encoding and checks, blocking send, the
- * follower's receive of rank 0's answer (an ABORT turns into rank 0's
- * error), and rank 0's best-effort ABORT to every rank.
+ * The rendezvous wire: the ops' names, frame encoding and checks, blocking
+ * send, the follower's receive of rank 0's answer (an ABORT turns into rank
+ * 0's error), and rank 0's best-effort ABORT to every rank. Below
+ * rendezvous.c and rendezvous_coll.c, which call it; it calls neither.
  * Layer: transport; calls transport/sock and core/base.
  */
 #include "transport/rendezvous_impl.h"
@@ -12,6 +13,18 @@
 
 #include "core/base/error.h"
 #include "transport/sock.h"
+
+const char *cg_rdv_op_name(cg_rdv_op_t op)
+{
+    switch (op) {
+    case CG_RDV_OP_START: return "start";
+    case CG_RDV_OP_ALLGATHER: return "allgather";
+    case CG_RDV_OP_BCAST: return "bcast";
+    case CG_RDV_OP_BARRIER: return "barrier";
+    case CG_RDV_OP_ABORT: return "abort";
+    }
+    return "unknown";
+}
 
 void cg__rdv_encode(const cg__rdv_frame_t *f, uint8_t out[CG__RDV_HDR_SIZE])
 {
