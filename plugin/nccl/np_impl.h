@@ -176,11 +176,13 @@ typedef struct cg__np_state {
     int ctx_token;           /* what a v11 ctx points to */
 } cg__np_state_t;
 
-/* np_state.c: the library's one state struct. */
+/* np_global.c: the library's one state struct, status to ncclResult_t. */
 extern cg__np_state_t cg__np;
+ncclResult_t cg__np_result(cg_status_t st);
+
+/* np_state.c: its life. */
 ncclResult_t cg__np_init(ncclDebugLogger_t logger, bool legacy);
 ncclResult_t cg__np_finalize(void *ctx);
-ncclResult_t cg__np_result(cg_status_t st);
 
 /* np_table.c: ids for the pointers NCCL holds. An id is, from bit 63:
  * tag CG_NP_ID_TAG (8 bits), kind (4), the slot's generation (24), slot
@@ -198,8 +200,15 @@ static inline uint32_t cg__np_id_gen(uint64_t v)
 {
     return (uint32_t)(v >> 28) & CG_NP_GEN_MASK;
 }
-/* Frees every live object (finalize with objects NCCL left open). */
-void cg__np_table_sweep(void);
+/* Frees every live object (finalize with objects NCCL left open): comms
+ * first (they may share a listener's lane), then listeners and
+ * registrations, each with its kind's free from frees. */
+typedef struct cg__np_frees {
+    void (*comm)(cg__np_comm_t *comm);
+    void (*listen)(cg__np_listen_t *l);
+    void (*mr)(cg__np_mr_t *mr);
+} cg__np_frees_t;
+void cg__np_table_sweep(const cg__np_frees_t *frees);
 
 /* The slot an id of kind names (tag and kind already checked) when it is
  * live in the id's generation; NULL otherwise. Lock-free: the generation

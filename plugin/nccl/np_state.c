@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The net plugin's one state struct and its life: init (v11: once per
- * NCCL communicator, counted; v10 and older: once per load, idempotent),
- * finalize (the last v11 context tears down; NULL is accepted, as 2.28
- * calls it after a failed init), teardown at unload (no thread of ours
- * exists, so none can outlive it), logging into NCCL's logger, and the
- * mapping of collguard status codes to ncclResult_t.
+ * The life of the net plugin's one state struct (np_global.c defines it):
+ * init (v11: once per NCCL communicator, counted; v10 and older: once per
+ * load, idempotent), finalize (the last v11 context tears down; NULL is
+ * accepted, as 2.28 calls it after a failed init), teardown at unload (no
+ * thread of ours exists, so none can outlive it: the handle table's sweep
+ * gets the frees of np_conn.c and np_mr.c), logging into NCCL's logger.
  * Layer: plugin/nccl; calls the governor, transport/ and core/base.
  */
 #include <stdarg.h>
@@ -15,32 +15,6 @@
 
 #include "core/base/error.h"
 #include "plugin/nccl/np_impl.h"
-
-cg__np_state_t cg__np = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-ncclResult_t cg__np_result(cg_status_t st)
-{
-    switch (st) {
-    case CG_OK:
-        return ncclSuccess;
-    case CG_ERR_INVALID_PARAM:
-    case CG_ERR_NOT_FOUND:
-        return ncclInvalidArgument;
-    case CG_ERR_TRUNCATED:
-    case CG_ERR_NOT_INITIALIZED:
-        return ncclInvalidUsage;
-    case CG_ERR_TIMEOUT:
-    case CG_ERR_PEER_RESET:
-    case CG_ERR_HANDSHAKE:
-    case CG_ERR_UNREACHABLE:
-    case CG_ERR_CANCELED:
-        return ncclRemoteError;
-    case CG_ERR_INTERNAL:
-        return ncclInternalError;
-    default:
-        return ncclSystemError;
-    }
-}
 
 /* collguard's lines go to NCCL's logger under the NET subsystem, as the
  * message with its file and line: NCCL writes its own prefix, and filters
@@ -61,9 +35,17 @@ static void cg__np_sink(void *arg, cg_log_level_t level, const char *file,
     logger(nl, NCCL_NET, file, line, "%s", msg);
 }
 
+/* What the handle table's sweep frees each kind with: the table is below
+ * the comms and registrations it holds, and calls none of their files. */
+static const cg__np_frees_t cg__np_frees = {
+    .comm = cg__np_comm_free,
+    .listen = cg__np_listen_free,
+    .mr = cg__np_mr_free,
+};
+
 static void cg__np_teardown(void)
 {
-    cg__np_table_sweep();
+    cg__np_table_sweep(&cg__np_frees);
     free(cg__np.slots);
     cg__np.slots = NULL;
     cg_governor_destroy(cg__np.gov);

@@ -6,7 +6,9 @@
  * ncclInvalidArgument instead of being dereferenced. Request ids name
  * their comm's slot and generation plus the request's index and its own
  * generation. Allocation and release under the state lock; the lock-free
- * lookups are inline in np_impl.h. Layer: plugin/nccl.
+ * lookups are inline in np_impl.h. Below the objects it holds: the sweep
+ * frees them through the table of frees its caller (np_state.c) passes.
+ * Layer: plugin/nccl.
  */
 #include <stdint.h>
 
@@ -79,7 +81,7 @@ void cg__np_slot_release(void *id)
     pthread_mutex_unlock(&cg__np.lock);
 }
 
-void cg__np_table_sweep(void)
+void cg__np_table_sweep(const cg__np_frees_t *frees)
 {
     if (cg__np.slots == NULL)
         return;
@@ -99,11 +101,11 @@ void cg__np_table_sweep(void)
             atomic_store(&s->kind, CG_NP_FREE);
             cg__np.nlive--;
             if (kind == CG_NP_SEND || kind == CG_NP_RECV)
-                cg__np_comm_free(obj);
+                frees->comm(obj);
             else if (kind == CG_NP_LISTEN)
-                cg__np_listen_free(obj);
+                frees->listen(obj);
             else if (kind == CG_NP_MR)
-                cg__np_mr_free(obj);
+                frees->mr(obj);
         }
     }
 }
