@@ -2,8 +2,10 @@
 /*
  * The TCP socket transport (CG_TRANSPORT=socket): cg__tcp_ops, the transport
  * object, request completion (test/wait) and the poll loop. Connection setup
- * lives in tcp_conn.c, data movement in tcp_io.c, wire formats in
- * tcp_wire.c. Layer: transport; calls transport/sock, transport/handshake
+ * lives in tcp_conn.c, requests in tcp_io.c, socket progress in
+ * tcp_progress.c, wire formats in tcp_wire.c: the files form a DAG (cache,
+ * io, progress, conn, this one on top), none calls a file above it.
+ * Layer: transport; calls transport/sock, transport/handshake
  * and core/base only.
  *
  * Lifetime rules (consistent with transport.h):
@@ -40,16 +42,6 @@
 /* cg_tp_wait spins this long before sleeping in poll(). */
 #define CG_TCP_SPIN_NS 50000ull
 #define CG_TCP_POLL_MS 100
-
-void *cg__tcp_alloc(cg__tcp_tp_t *tp, cg_mem_cat_t cat, size_t size)
-{
-    return cg_mem_alloc(&tp->super.params.mem, cat, size);
-}
-
-void cg__tcp_free(cg__tcp_tp_t *tp, cg_mem_cat_t cat, void *ptr, size_t size)
-{
-    cg_mem_free(&tp->super.params.mem, cat, ptr, size);
-}
 
 static cg_status_t cg__tcp_create(const cg_transport_params_t *params,
                                   cg_transport_t **tp_p)
@@ -133,6 +125,7 @@ static cg_status_t cg__tcp_isend(cg_tp_conn_t *super, const void *buf,
                                  size_t len, uint32_t tag,
                                  cg_tp_req_t **req_p)
 {
+    cg__tcp_conn_t *conn = (cg__tcp_conn_t *)super;
     cg__tcp_req_t *req;
     cg_status_t status;
 
@@ -140,10 +133,13 @@ static cg_status_t cg__tcp_isend(cg_tp_conn_t *super, const void *buf,
         return cg_error_set(CG_ERR_INVALID_PARAM,
                             "isend: NULL buffer with %zu bytes or NULL "
                             "request pointer", len);
-    status = cg__tcp_post_send((cg__tcp_conn_t *)super, buf, len, tag, &req);
-    if (status == CG_OK)
-        *req_p = &req->super;
-    return status;
+    status = cg__tcp_post_send(conn, buf, len, tag, &req);
+    if (status != CG_OK)
+        return status;
+    *req_p = &req->super;
+    if (conn->state == CG_TCP_CONN_READY)
+        cg__tcp_conn_tx(conn); /* eager: most sends leave at once */
+    return CG_OK;
 }
 
 static cg_status_t cg__tcp_irecv(cg_tp_conn_t *super, void *buf, size_t cap,

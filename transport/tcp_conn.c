@@ -3,8 +3,9 @@
  * Connection lifecycle of the TCP transport: connecting (nsocks sockets,
  * each with its own handshake), listening and accepting (handshakes of
  * many peers run concurrently; sockets of one connection are grouped by
- * connection id; bad peers are dropped with a logged reason), failing and
- * destroying connections. Layer: transport; calls transport/sock,
+ * connection id; bad peers are dropped with a logged reason) and
+ * destroying connections (failing one is tcp_io.c's: its requests end).
+ * Layer: transport; calls transport/sock,
  * transport/handshake, tcp_wire and core/base only.
  */
 #include <stdio.h>
@@ -36,7 +37,7 @@ static cg__tcp_conn_t *cg__tcp_conn_new(cg__tcp_tp_t *tp, int nsocks,
         cg_list_init(&conn->socks[i].txq);
         cg_list_init(&conn->socks[i].rxq);
     }
-    conn->super.ops = &cg__tcp_ops;
+    conn->super.ops = tp->super.ops; /* cg__tcp_ops, from tcp.c */
     conn->super.tp = &tp->super;
     conn->super.peer_rank = -1;
     conn->tp = tp;
@@ -49,42 +50,6 @@ static cg__tcp_conn_t *cg__tcp_conn_new(cg__tcp_tp_t *tp, int nsocks,
     cg_list_init(&conn->unexp);
     conn->deadline_ns = cg_deadline_ns(tp->super.params.timeout_ns);
     return conn;
-}
-
-void cg__tcp_conn_fail(cg__tcp_conn_t *conn, cg_status_t status)
-{
-    char str[CG_SOCKADDR_STRLEN];
-
-    if (conn->state == CG_TCP_CONN_FAILED)
-        return;
-    snprintf(conn->reason, sizeof(conn->reason), "%s", cg_last_error());
-    /* A peer leaving while nothing is pending is an ordinary shutdown. */
-    if (status != CG_ERR_CANCELED)
-        cg_log_at(conn->tp->super.params.log,
-                  cg__tcp_conn_busy(conn) ? CG_LOG_WARN : CG_LOG_DEBUG,
-                  "connection to rank %d at %s failed: %s",
-                  conn->super.peer_rank,
-                  cg_sockaddr_str(&conn->peer, str, sizeof(str)),
-                  conn->reason);
-    conn->state = CG_TCP_CONN_FAILED;
-    conn->error = status;
-    conn->held = false;
-    for (int i = 0; i < conn->nsocks; i++) {
-        while (!cg_list_empty(&conn->socks[i].txq))
-            cg_list_del(conn->socks[i].txq.next);
-        while (!cg_list_empty(&conn->socks[i].rxq))
-            cg_list_del(conn->socks[i].rxq.next);
-    }
-    while (!cg_list_empty(&conn->active))
-        cg__tcp_req_finish(cg_list_entry(conn->active.next, cg__tcp_req_t,
-                                           link), status);
-    /* Keep only complete, unclaimed messages: a later receive gets them. */
-    for (cg_list_t *e = conn->unexp.next, *n; e != &conn->unexp; e = n) {
-        cg__tcp_req_t *u = cg_list_entry(e, cg__tcp_req_t, link);
-        n = e->next;
-        if (u->frags_left > 0 || u->orphan || u->matched)
-            cg__tcp_req_free(u);
-    }
 }
 
 void cg__tcp_conn_destroy(cg__tcp_conn_t *conn, cg_status_t status)
@@ -212,7 +177,7 @@ cg_status_t cg__tcp_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
                             &l->addr);
     if (status != CG_OK)
         goto err_free;
-    l->super.ops = &cg__tcp_ops;
+    l->super.ops = super->ops;
     l->super.tp = super;
     cg_list_init(&l->pending);
     cg_list_init(&l->forming);

@@ -168,9 +168,19 @@ typedef struct cg__tcp_tp {
     size_t req_size;        /* a request with params.nsocks fragments */
 } cg__tcp_tp_t;
 
-/* Allocation through params.mem. */
-void *cg__tcp_alloc(cg__tcp_tp_t *tp, cg_mem_cat_t cat, size_t size);
-void cg__tcp_free(cg__tcp_tp_t *tp, cg_mem_cat_t cat, void *ptr, size_t size);
+/* Allocation through params.mem (inline: every tcp_*.c file allocates,
+ * and none calls tcp.c, the top of them). */
+static inline void *cg__tcp_alloc(cg__tcp_tp_t *tp, cg_mem_cat_t cat,
+                                  size_t size)
+{
+    return cg_mem_alloc(&tp->super.params.mem, cat, size);
+}
+
+static inline void cg__tcp_free(cg__tcp_tp_t *tp, cg_mem_cat_t cat,
+                                void *ptr, size_t size)
+{
+    cg_mem_free(&tp->super.params.mem, cat, ptr, size);
+}
 
 /* tcp_cache.c: reuse of staging buffers and request objects. A staging
  * buffer is got and put with the message's length (> 0). */
@@ -194,6 +204,8 @@ short cg__tcp_sock_events(const cg__tcp_conn_t *conn, int i);
 cg_status_t cg__tcp_place(cg__tcp_conn_t *conn, const cg_tcp_msg_hdr_t *hdr);
 /* A fragment moved all its bytes: unlink it, maybe finish its owner. */
 void cg__tcp_frag_done(cg__tcp_frag_t *frag);
+/* Queues a send; the caller (tcp.c) sends it eagerly with cg__tcp_conn_tx
+ * on a READY conn. */
 cg_status_t cg__tcp_post_send(cg__tcp_conn_t *conn, const void *buf,
                               size_t len, uint32_t tag, cg__tcp_req_t **req_p);
 cg_status_t cg__tcp_post_recv(cg__tcp_conn_t *conn, void *buf, size_t cap,
@@ -204,10 +216,11 @@ void cg__tcp_req_finish(cg__tcp_req_t *req, cg_status_t status);
 void cg__tcp_req_free(cg__tcp_req_t *req);
 bool cg__tcp_conn_busy(const cg__tcp_conn_t *conn);
 
-/* tcp_conn.c: connection lifecycle. */
-cg_status_t cg__tcp_conn_progress(cg__tcp_conn_t *conn);
 /* Fails every request on conn with status, closes nothing; logs once. */
 void cg__tcp_conn_fail(cg__tcp_conn_t *conn, cg_status_t status);
+
+/* tcp_conn.c: connection lifecycle. */
+cg_status_t cg__tcp_conn_progress(cg__tcp_conn_t *conn);
 cg_status_t cg__tcp_listener_progress(cg__tcp_listener_t *l);
 cg_status_t cg__tcp_connect(cg_transport_t *super, const cg_tp_handle_t *handle,
                             cg_tp_conn_t **conn_p);

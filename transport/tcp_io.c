@@ -3,11 +3,14 @@
  * Requests of the TCP transport: posting sends and receives, tag matching
  * in posting order, unexpected messages (buffered in STAGING up to
  * CG_TCP_UNEXP_MAX per connection, then reading pauses), the split of each
- * message into per-socket fragments, and request completion. The socket
- * progress that moves the fragments lives in tcp_progress.c; requests and
- * staging buffers are recycled through tcp_cache.c.
+ * message into per-socket fragments, request completion, and a failed
+ * connection's end of its requests (cg__tcp_conn_fail, so no file below
+ * tcp_conn.c calls it). The socket progress that moves the fragments
+ * lives in tcp_progress.c; requests and staging buffers are recycled
+ * through tcp_cache.c.
  * Layer: transport; calls transport/sock, tcp_wire and core/base only.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/base/error.h"
@@ -24,7 +27,7 @@ static cg__tcp_req_t *cg__tcp_req_new(cg__tcp_conn_t *conn,
     if (req == NULL)
         return NULL;
     memset(req, 0, sizeof(*req));
-    req->super.ops = &cg__tcp_ops;
+    req->super.ops = conn->tp->super.ops; /* cg__tcp_ops, from tcp.c */
     cg_list_init(&req->link);
     cg_list_init(&req->plink);
     req->tp = conn->tp;
@@ -70,6 +73,42 @@ void cg__tcp_req_finish(cg__tcp_req_t *req, cg_status_t status)
 bool cg__tcp_conn_busy(const cg__tcp_conn_t *conn)
 {
     return !cg_list_empty(&conn->active);
+}
+
+void cg__tcp_conn_fail(cg__tcp_conn_t *conn, cg_status_t status)
+{
+    char str[CG_SOCKADDR_STRLEN];
+
+    if (conn->state == CG_TCP_CONN_FAILED)
+        return;
+    snprintf(conn->reason, sizeof(conn->reason), "%s", cg_last_error());
+    /* A peer leaving while nothing is pending is an ordinary shutdown. */
+    if (status != CG_ERR_CANCELED)
+        cg_log_at(conn->tp->super.params.log,
+                  cg__tcp_conn_busy(conn) ? CG_LOG_WARN : CG_LOG_DEBUG,
+                  "connection to rank %d at %s failed: %s",
+                  conn->super.peer_rank,
+                  cg_sockaddr_str(&conn->peer, str, sizeof(str)),
+                  conn->reason);
+    conn->state = CG_TCP_CONN_FAILED;
+    conn->error = status;
+    conn->held = false;
+    for (int i = 0; i < conn->nsocks; i++) {
+        while (!cg_list_empty(&conn->socks[i].txq))
+            cg_list_del(conn->socks[i].txq.next);
+        while (!cg_list_empty(&conn->socks[i].rxq))
+            cg_list_del(conn->socks[i].rxq.next);
+    }
+    while (!cg_list_empty(&conn->active))
+        cg__tcp_req_finish(cg_list_entry(conn->active.next, cg__tcp_req_t,
+                                           link), status);
+    /* Keep only complete, unclaimed messages: a later receive gets them. */
+    for (cg_list_t *e = conn->unexp.next, *n; e != &conn->unexp; e = n) {
+        cg__tcp_req_t *u = cg_list_entry(e, cg__tcp_req_t, link);
+        n = e->next;
+        if (u->frags_left > 0 || u->orphan || u->matched)
+            cg__tcp_req_free(u);
+    }
 }
 
 static void cg__tcp_touch_if_idle(cg__tcp_conn_t *conn)
@@ -230,9 +269,7 @@ cg_status_t cg__tcp_post_send(cg__tcp_conn_t *conn, const void *buf,
     cg__tcp_touch_if_idle(conn);
     cg_list_push(&conn->active, &req->link);
     *req_p = req;
-    if (conn->state == CG_TCP_CONN_READY)
-        cg__tcp_conn_tx(conn); /* eager: most sends leave at once */
-    return CG_OK;
+    return CG_OK; /* the caller sends eagerly (tcp_progress.c is above) */
 }
 
 /* A receive meets an already-arrived (maybe still arriving) UNEXP. */
