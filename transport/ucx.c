@@ -2,9 +2,11 @@
 /*
  * The UCX backend's context and worker: ucp_init (tag matching + wakeup),
  * one single-threaded worker driven only by explicit progress, the periodic
- * sweep (listeners, control sockets, timeouts, endpoint closes), and
- * cg_tp_wait's spin-then-sleep. Connections live in ucx_conn.c, requests
- * in ucx_req.c. Layer: transport; calls UCX and core/base only.
+ * sweep (listeners, control sockets, timeouts, endpoint closes), what
+ * drives progress (conn_ready, test) and cg_tp_wait's spin-then-sleep.
+ * Connections live in ucx_conn.c, requests in ucx_req.c; the top of the
+ * ucx_*.c files, none of which calls it. Layer: transport; calls UCX and
+ * core/base only.
  */
 #include "transport/ucx_impl.h"
 
@@ -22,49 +24,6 @@
 #define CG_UCX_SLEEP_MS 20
 /* Sleep bound while handshakes run or sends are pending. */
 #define CG_UCX_SHORT_SLEEP_MS 1
-
-cg_status_t cg__ucx_status(ucs_status_t status)
-{
-    switch (status) {
-    case UCS_OK:
-        return CG_OK;
-    case UCS_INPROGRESS:
-        return CG_INPROGRESS;
-    case UCS_ERR_MESSAGE_TRUNCATED:
-        return CG_ERR_TRUNCATED;
-    case UCS_ERR_CANCELED:
-        return CG_ERR_CANCELED;
-    case UCS_ERR_NO_MEMORY:
-        return CG_ERR_NO_MEMORY;
-    case UCS_ERR_TIMED_OUT:
-    case UCS_ERR_ENDPOINT_TIMEOUT:
-        return CG_ERR_TIMEOUT;
-    case UCS_ERR_UNREACHABLE:
-        return CG_ERR_UNREACHABLE;
-    case UCS_ERR_CONNECTION_RESET:
-    case UCS_ERR_REJECTED:
-        return CG_ERR_PEER_RESET;
-    case UCS_ERR_INVALID_PARAM:
-        return CG_ERR_INVALID_PARAM;
-    default:
-        return CG_ERR_IO;
-    }
-}
-
-void cg__ucx_epoll_add(cg__ucx_tp_t *tp, int fd)
-{
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = fd};
-
-    if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
-        cg_warn(tp->log, "ucx: epoll_ctl add fd %d failed: %m (waits will "
-                "poll instead of sleeping on it)", fd);
-}
-
-void cg__ucx_epoll_del(cg__ucx_tp_t *tp, int fd)
-{
-    if (epoll_ctl(tp->epfd, EPOLL_CTL_DEL, fd, NULL) != 0)
-        cg_debug(tp->log, "ucx: epoll_ctl del fd %d failed: %m", fd);
-}
 
 static void cg__ucx_sweep(cg__ucx_tp_t *tp, uint64_t now)
 {
@@ -112,6 +71,47 @@ static cg_status_t cg__ucx_progress_op(cg_transport_t *super)
 {
     cg__ucx_progress((cg__ucx_tp_t *)super);
     return CG_OK;
+}
+
+cg_status_t cg__ucx_conn_ready(cg_tp_conn_t *super)
+{
+    cg__ucx_conn_t *conn = (cg__ucx_conn_t *)super;
+
+    if (conn->state == CG_UCX_CONN_HANDSHAKE)
+        cg__ucx_progress((cg__ucx_tp_t *)conn->super.tp);
+    switch (conn->state) {
+    case CG_UCX_CONN_READY:
+        return CG_OK;
+    case CG_UCX_CONN_HANDSHAKE:
+        return CG_INPROGRESS;
+    default:
+        return cg_error_set(conn->status, "ucx: connection %u: %s", conn->id,
+                            conn->why);
+    }
+}
+
+cg_status_t cg__ucx_test(cg_tp_req_t *super, size_t *size_p)
+{
+    cg__ucx_req_t *req = (cg__ucx_req_t *)super;
+    cg_status_t st;
+
+    if (req->status == CG_INPROGRESS) {
+        cg__ucx_progress(req->tp);
+        if (req->status == CG_INPROGRESS)
+            return CG_INPROGRESS;
+    }
+    st = req->status;
+    if (size_p != NULL)
+        *size_p = (st == CG_OK) ? req->length : 0;
+    if (st != CG_OK)
+        cg_error_set(st, "ucx: %s request failed: %s",
+                     (req->flags & CG_UCX_REQ_RECV) ? "receive" : "send",
+                     cg_status_string(st));
+    if (req->ucp == NULL)
+        cg__ucx_req_free(req);
+    else
+        req->flags |= CG_UCX_REQ_RELEASED;
+    return st;
 }
 
 /* Sleeps until the worker, a control socket or a listener has an event, or

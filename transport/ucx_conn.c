@@ -5,7 +5,9 @@
  * stays open as the liveness signal (EOF or reset = the peer is gone); on
  * endpoints without UCX error handling (peers on this host, ucx_mode.c) it
  * is the only one. Connect, endpoint creation, the per-conn sweep
- * (liveness, timeout), failure and close; listeners are in ucx_listen.c.
+ * (liveness, timeout), failure and close, and the transport's epoll set;
+ * listeners are in ucx_listen.c, readiness (which drives progress) in
+ * ucx.c.
  * Layer: transport; calls UCX, transport/sock, transport/handshake and
  * core/base only.
  */
@@ -14,6 +16,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "core/base/error.h"
@@ -28,18 +31,25 @@
 /* Progress rounds that drain data already received from a dead peer. */
 #define CG_UCX_DRAIN_ROUNDS 1000
 
-void cg__ucx_put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
 static uint32_t cg__ucx_get32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
            (uint32_t)p[3] << 24;
+}
+
+void cg__ucx_epoll_add(cg__ucx_tp_t *tp, int fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.fd = fd};
+
+    if (epoll_ctl(tp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+        cg_warn(tp->log, "ucx: epoll_ctl add fd %d failed: %m (waits will "
+                "poll instead of sleeping on it)", fd);
+}
+
+void cg__ucx_epoll_del(cg__ucx_tp_t *tp, int fd)
+{
+    if (epoll_ctl(tp->epfd, EPOLL_CTL_DEL, fd, NULL) != 0)
+        cg_debug(tp->log, "ucx: epoll_ctl del fd %d failed: %m", fd);
 }
 
 static cg_status_t cg__ucx_conn_before_answer(cg_hs_t *hs, void *arg);
@@ -60,7 +70,7 @@ cg__ucx_conn_t *cg__ucx_conn_new(cg__ucx_tp_t *tp, int fd, cg_hs_role_t role)
     if (conn == NULL)
         return NULL;
     memset(conn, 0, sizeof(*conn));
-    conn->super.ops = &cg__ucx_ops;
+    conn->super.ops = tp->super.ops; /* cg__ucx_ops, from ucx.c */
     conn->super.tp = &tp->super;
     conn->super.peer_rank = -1;
     conn->alloc_size = size;
@@ -449,23 +459,6 @@ cg_status_t cg__ucx_connect(cg_transport_t *super,
     cg__ucx_conn_hs_progress(conn);
     *conn_p = &conn->super;
     return CG_OK;
-}
-
-cg_status_t cg__ucx_conn_ready(cg_tp_conn_t *super)
-{
-    cg__ucx_conn_t *conn = (cg__ucx_conn_t *)super;
-
-    if (conn->state == CG_UCX_CONN_HANDSHAKE)
-        cg__ucx_progress(cg__ucx_conn_tp(conn));
-    switch (conn->state) {
-    case CG_UCX_CONN_READY:
-        return CG_OK;
-    case CG_UCX_CONN_HANDSHAKE:
-        return CG_INPROGRESS;
-    default:
-        return cg_error_set(conn->status, "ucx: connection %u: %s", conn->id,
-                            conn->why);
-    }
 }
 
 void cg__ucx_conn_close(cg_tp_conn_t *super)

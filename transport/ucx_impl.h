@@ -3,7 +3,9 @@
  * Internals of the UCX backend, shared by ucx.c (context, worker, progress,
  * wait), ucx_conn.c (control socket, handshake, endpoints, liveness),
  * ucx_listen.c (listeners, accept side), ucx_mode.c (endpoint error mode)
- * and ucx_req.c (tag send/receive and request lifetime). Layer: transport;
+ * and ucx_req.c (tag send/receive and request lifetime). They call only
+ * downward: ucx.c over ucx_listen.c over ucx_conn.c over ucx_req.c over
+ * ucx_mode.c (ucx.c's ops reach the others as conn->super.ops). Layer: transport;
  * calls UCX, transport/sock, transport/handshake and core/base only.
  */
 #ifndef CG_TRANSPORT_UCX_IMPL_H
@@ -149,17 +151,27 @@ static inline uint64_t cg__ucx_tag(uint32_t conn_id, uint32_t tag)
     return ((uint64_t)conn_id << 32) | tag;
 }
 
-/* ucx.c */
-cg_status_t cg__ucx_status(ucs_status_t status);
+/* ucx.c, the top of the ucx_*.c files (none calls it): the ops, and
+ * what drives progress. */
 /* One round of worker progress, handshakes and (when due) the sweep;
  * returns the number of UCX events. */
 unsigned cg__ucx_progress(cg__ucx_tp_t *tp);
-void cg__ucx_epoll_add(cg__ucx_tp_t *tp, int fd);
-void cg__ucx_epoll_del(cg__ucx_tp_t *tp, int fd);
 cg_status_t cg__ucx_wait(cg_tp_req_t *req, size_t *size_p);
+cg_status_t cg__ucx_conn_ready(cg_tp_conn_t *conn);
+cg_status_t cg__ucx_test(cg_tp_req_t *req, size_t *size_p);
+
+static inline void cg__ucx_put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
 
 /* ucx_conn.c */
-void cg__ucx_put32(uint8_t *p, uint32_t v);
+/* The control sockets, listeners and the worker's fd in tp's epoll set. */
+void cg__ucx_epoll_add(cg__ucx_tp_t *tp, int fd);
+void cg__ucx_epoll_del(cg__ucx_tp_t *tp, int fd);
 /* A conn over fd (connected or accepted) with its handshake prepared. */
 cg__ucx_conn_t *cg__ucx_conn_new(cg__ucx_tp_t *tp, int fd, cg_hs_role_t role);
 /* Closes fd and frees, whatever the state (no endpoint may be left). */
@@ -168,7 +180,6 @@ void cg__ucx_conn_free(cg__ucx_conn_t *conn);
 cg_status_t cg__ucx_conn_establish(cg__ucx_conn_t *conn);
 cg_status_t cg__ucx_connect(cg_transport_t *tp, const cg_tp_handle_t *handle,
                             cg_tp_conn_t **conn_p);
-cg_status_t cg__ucx_conn_ready(cg_tp_conn_t *conn);
 void cg__ucx_conn_close(cg_tp_conn_t *conn);
 /* Moves a connector's handshake on; fails the conn on error. */
 void cg__ucx_conn_hs_progress(cg__ucx_conn_t *conn);
@@ -211,11 +222,11 @@ void cg__ucx_listener_close(cg_tp_listener_t *listener);
 void cg__ucx_listener_progress(cg__ucx_listener_t *l);
 
 /* ucx_req.c */
+cg_status_t cg__ucx_status(ucs_status_t status);
 cg_status_t cg__ucx_isend(cg_tp_conn_t *conn, const void *buf, size_t len,
                           uint32_t tag, cg_tp_req_t **req_p);
 cg_status_t cg__ucx_irecv(cg_tp_conn_t *conn, void *buf, size_t cap,
                           uint32_t tag, cg_tp_req_t **req_p);
-cg_status_t cg__ucx_test(cg_tp_req_t *req, size_t *size_p);
 int cg__ucx_done(const cg_tp_req_t *req);
 /* Posts the sends queued before the handshake finished, in order. */
 void cg__ucx_req_post_queued(cg__ucx_conn_t *conn);

@@ -31,7 +31,7 @@ cg_status_t cg__ucx_listen(cg_transport_t *super, cg_tp_handle_t *handle_p,
         return cg_error_set(CG_ERR_NO_MEMORY, "ucx: cannot allocate a "
                             "listener");
     memset(l, 0, sizeof(*l));
-    l->super.ops = &cg__ucx_ops;
+    l->super.ops = super->ops;
     l->super.tp = super;
     cg_list_init(&l->pending);
     cg_list_init(&l->ready);

@@ -3,7 +3,8 @@
  * UCX backend requests: tag sends and receives (the 64-bit UCP tag is the
  * receiver's conn id over the 32-bit user tag, matched with a full mask),
  * their small request objects (allocated through params.mem, CONTROL), the
- * UCX completion callbacks, and test(). A request the user has seen fail
+ * UCX completion callbacks, and UCX's status codes in collguard's (test(),
+ * which drives progress, is in ucx.c). A request the user has seen fail
  * may still be owned by UCX for a while; it is freed when both are done.
  * Layer: transport; calls UCX and core/base only.
  */
@@ -12,6 +13,34 @@
 #include <string.h>
 
 #include "core/base/error.h"
+
+cg_status_t cg__ucx_status(ucs_status_t status)
+{
+    switch (status) {
+    case UCS_OK:
+        return CG_OK;
+    case UCS_INPROGRESS:
+        return CG_INPROGRESS;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+        return CG_ERR_TRUNCATED;
+    case UCS_ERR_CANCELED:
+        return CG_ERR_CANCELED;
+    case UCS_ERR_NO_MEMORY:
+        return CG_ERR_NO_MEMORY;
+    case UCS_ERR_TIMED_OUT:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+        return CG_ERR_TIMEOUT;
+    case UCS_ERR_UNREACHABLE:
+        return CG_ERR_UNREACHABLE;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_REJECTED:
+        return CG_ERR_PEER_RESET;
+    case UCS_ERR_INVALID_PARAM:
+        return CG_ERR_INVALID_PARAM;
+    default:
+        return CG_ERR_IO;
+    }
+}
 
 static cg__ucx_req_t *cg__ucx_req_new(cg__ucx_conn_t *conn, unsigned flags)
 {
@@ -29,7 +58,7 @@ static cg__ucx_req_t *cg__ucx_req_new(cg__ucx_conn_t *conn, unsigned flags)
             return NULL;
     }
     memset(req, 0, sizeof(*req));
-    req->super.ops = &cg__ucx_ops;
+    req->super.ops = tp->super.ops; /* cg__ucx_ops, from ucx.c */
     req->tp = tp;
     req->conn = conn;
     req->status = CG_INPROGRESS;
@@ -371,26 +400,3 @@ int cg__ucx_done(const cg_tp_req_t *super)
     return ((const cg__ucx_req_t *)super)->status != CG_INPROGRESS;
 }
 
-cg_status_t cg__ucx_test(cg_tp_req_t *super, size_t *size_p)
-{
-    cg__ucx_req_t *req = (cg__ucx_req_t *)super;
-    cg_status_t st;
-
-    if (req->status == CG_INPROGRESS) {
-        cg__ucx_progress(req->tp);
-        if (req->status == CG_INPROGRESS)
-            return CG_INPROGRESS;
-    }
-    st = req->status;
-    if (size_p != NULL)
-        *size_p = (st == CG_OK) ? req->length : 0;
-    if (st != CG_OK)
-        cg_error_set(st, "ucx: %s request failed: %s",
-                     (req->flags & CG_UCX_REQ_RECV) ? "receive" : "send",
-                     cg_status_string(st));
-    if (req->ucp == NULL)
-        cg__ucx_req_free(req);
-    else
-        req->flags |= CG_UCX_REQ_RELEASED;
-    return st;
-}
