@@ -11,7 +11,7 @@
 
 #include "collguard/collguard.h"
 #include "core/base/log.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/governor/governor.h"
 #include "core/governor/probe.h"
 #include "transport/bootstrap.h"

@@ -25,7 +25,7 @@
 #include "core/base/mem.h"
 
 /* Looks up one environment variable; NULL if unset. Same shape as core's
- * cg_getenv_fn (transport may not include core/config.h). */
+ * cg_getenv_fn (transport may not include core/config/config.h). */
 typedef const char *(*cg_bootstrap_getenv_fn)(void *arg, const char *name);
 
 /* Largest contribution of one rank to one collective, and of a result. */

@@ -21,7 +21,7 @@
 #include "core/base/log.h"
 #include "core/coll/coll.h"
 #include "core/coll/comm.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/governor/governor.h"
 #include "transport/bootstrap.h"
 

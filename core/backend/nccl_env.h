@@ -14,7 +14,7 @@
 #include <stdbool.h>
 
 #include "core/base/log.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/governor/governor.h"
 
 typedef struct cg_nccl_env_ops {

@@ -15,7 +15,7 @@
 
 #include "collguard/status.h"
 #include "core/base/log.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/governor/governor.h"
 #include "transport/bootstrap.h"
 #include "transport/transport.h"

@@ -19,7 +19,7 @@
 #include "collguard/governor.h"
 #include "core/base/log.h"
 #include "core/base/mem.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/governor/memacct.h"
 #include "core/governor/pressure.h"
 #include "core/governor/probe.h"

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "core/base/log.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/governor/governor.h"
 #include "plugin/nccl/net_v11.h"
 #include "transport/transport.h"

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 
 #include "core/base/log.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/governor/governor.h"
 #include "plugin/nccl/probe_cudrv.h"
 #include "plugin/nccl/tuner_v5.h"

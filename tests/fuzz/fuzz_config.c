@@ -2,7 +2,7 @@
 /*
  * libFuzzer target for every parser of an environment value: the strict
  * parsers of core/base/parse.c, the configuration table's load
- * (core/config.c: every field, its aliases, the cross-field rules, the
+ * (core/config/: every field, its aliases, the cross-field rules, the
  * unknown-name suggestion, the printout of what was parsed) and the
  * bootstrap's launcher detection (transport/bootstrap_env.c).
  * Input: lines; a line whose first byte is below 0x80 sets the table's
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "core/base/parse.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "transport/bootstrap.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -93,8 +93,8 @@ put("negotiate", "staging-no-slot", nego([(0, 0, 64, 8, 4 << 20), (0, 0, 64, 8, 
 put("negotiate", "staging-negative", nego([(0, 0, 64, 8, -256)], []))
 
 # config: a line whose first byte is below 0x80 sets the table's variable
-# number byte % count (core/config.c order) to the rest; other lines are
-# "NAME=value" taken whole.
+# number byte % count (core/config/config_table.c order) to the rest; other
+# lines are "NAME=value" taken whole.
 RAW = b"\xff"
 put("config", "sizes", b"\x04" + b"64MiB\n" + b"\x05" + b"1.5M\n" + b"\x06" + b"4K\n")
 put("config", "fractions", b"\x03" + b"25%\n" + b"8" + b"0.3\n" + b"\x0b" + b"0.1\n")

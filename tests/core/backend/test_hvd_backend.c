@@ -12,7 +12,7 @@
 
 #include "cg_build.h"
 #include "core/base/error.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/backend/hvd_backend.h"
 #include "tests/core/util/config_env.h"
 #include "tests/core/util/test_hvd_util.h"

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/config.h"
+#include "core/config/config.h"
 #include "tests/core/util/config_env.h"
 #include "tests/core/util/test_hvd_util.h"
 

@@ -6,7 +6,7 @@
 #ifndef CG_TEST_CONFIG_ENV_H
 #define CG_TEST_CONFIG_ENV_H
 
-#include "core/config.h"
+#include "core/config/config.h"
 
 /* cg_config_load over env (also its list of names), logging nowhere. */
 cg_status_t tc_config_load(cg_config_t *cfg, const char *const *env);

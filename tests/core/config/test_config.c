@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Units for core/config.c and core/base/parse.c: defaults, good and bad
+/* Units for core/config/ and core/base/parse.c: defaults, good and bad
  * values, aliases, unknown-name suggestions. */
 #include <criterion/criterion.h>
 #include <string.h>
 
 #include "core/base/error.h"
 #include "core/base/parse.h"
-#include "core/config.h"
+#include "core/config/config.h"
 #include "tests/core/util/config_env.h"
 
 Test(config, defaults_parse_and_are_documented)

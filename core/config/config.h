@@ -5,7 +5,9 @@
  * Defaults pass through the same parsers as user values. A malformed value
  * is an error naming the variable and the accepted form; an unknown CG_*
  * variable draws a warning with the nearest known name.
- * Layer: core; calls core/base only.
+ * The rows: config_table.c; reading them: config_load.c; one value by its
+ * type: config_value.c; the listing: config_print.c.
+ * Layer: core/config; calls core/base only.
  */
 #ifndef CG_CORE_CONFIG_H
 #define CG_CORE_CONFIG_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The library's identity: version string and the features compiled in.
- * Layer: core.
+ * Layer: core/config; calls nothing.
  */
 #include "collguard/collguard.h"
 
