@@ -61,7 +61,21 @@ printf 'void cg__tb(void) { }\n' >"$t/transport/tb.c"
 obj tb
 CG_LAYERS_ROOT=$t python3 "$script" "$t/build"
 # A circle of KNOWN_CIRCLES whose files are all built but call nothing of
-# each other fails too: the list only shrinks.
+# each other fails too: the list only shrinks. Once the list is empty, a
+# copy of the script that lists a circle of its own is checked instead.
+if ! python3 - "$script" <<'EOF'
+import sys, types
+m = types.ModuleType("cl"); m.__file__ = sys.argv[1]
+exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), m.__dict__)
+sys.exit(0 if any(k == "call" for k, _ in m.KNOWN_CIRCLES) else 1)
+EOF
+then
+  sed 's|^KNOWN_CIRCLES = \[$|KNOWN_CIRCLES = [("call", ("transport/ka", "transport/kb")),|' \
+    "$script" >"$t/check-layers"
+  grep -qF '("call", ("transport/ka", "transport/kb"))' "$t/check-layers" ||
+    { echo "FAIL: could not plant a circle in a copy of $script"; exit 1; }
+  script=$t/check-layers
+fi
 known=$(python3 - "$script" <<'EOF'
 import sys, types
 m = types.ModuleType("cl"); m.__file__ = sys.argv[1]

@@ -298,17 +298,27 @@ typedef struct cg_hvd_name {
     char name[CG_HVD_NAME_MAX];
 } cg_hvd_name_t;
 
+/* hvd_check.c: the checks every enqueue shares, filling w (type, dtype,
+ * shape, name, placement; op, root and scales left for the caller); sets
+ * cg_last_error(). */
+cg_status_t cg_hvd_check_tensor(const cg_hvd_core_t *core,
+                                const cg_hvd_tensor_t *t,
+                                cg_hvd_op_type_t type, cg_hvd_wire_t *w);
+size_t cg_hvd_wire_count(const cg_hvd_wire_t *w);
+/* "allreduce", "broadcast", "allgather", "reducescatter" ("unknown" out
+ * of range). */
+const char *cg_hvd_type_name(int32_t type);
+/* w's shape as "[2, 3]" into buf (cut to len). */
+void cg_hvd_shape_str(const cg_hvd_wire_t *w, char *buf, size_t len);
+uint64_t cg_hvd_name_hash(const char *name);
+
 /* hvd_queue.c: the request lists, at create; at destroy, after the
  * thread ended and cg_hvd_fail_all, frees the kept requests and detaches
  * those not yet released (cg_hvd_release then frees them alone). */
 void cg_hvd_queue_init(cg_hvd_core_t *core);
 void cg_hvd_queue_fini(cg_hvd_core_t *core);
-/* The checks every enqueue shares, filling w (type, dtype, shape, name,
- * placement; op, root and scales left for the caller); then the enqueue
- * itself (registry, duplicates, inbox). Both set cg_last_error(). */
-cg_status_t cg_hvd_check_tensor(const cg_hvd_core_t *core,
-                                const cg_hvd_tensor_t *t,
-                                cg_hvd_op_type_t type, cg_hvd_wire_t *w);
+/* The enqueue of a request whose wire cg_hvd_check_tensor filled
+ * (registry, duplicates, inbox); sets cg_last_error(). */
 cg_status_t cg_hvd_enqueue(cg_hvd_core_t *core, const cg_hvd_tensor_t *t,
                            cg_hvd_op_type_t type, const cg_hvd_wire_t *w,
                            cg_hvd_req_h *req_p);
@@ -363,19 +373,12 @@ void cg_hvd_complete_end(cg_hvd_core_t *core);
 void cg_hvd_stats_publish(cg_hvd_core_t *core);
 /* Fails every request in the inbox and the owned list. */
 void cg_hvd_fail_all(cg_hvd_core_t *core, cg_status_t st, const char *msg);
-size_t cg_hvd_wire_count(const cg_hvd_wire_t *w);
 /* hvd_wire.c: what another rank sent, checked before the table reads it
  * (CG_ERR_MISMATCH naming the rank and the field). hdr: the full round's
  * size x CG_HVD_NHDR header; w: one record from rank `from`. */
 #define CG_HVD_RECORDS_MAX (1 << 24) /* records one rank announces a round */
 cg_status_t cg_hvd_nhdr_check(const int64_t *hdr, int size);
 cg_status_t cg_hvd_wire_check(const cg_hvd_wire_t *w, int size, int from);
-/* "allreduce", "broadcast", "allgather", "reducescatter" ("unknown" out
- * of range). */
-const char *cg_hvd_type_name(int32_t type);
-/* w's shape as "[2, 3]" into buf (cut to len). */
-void cg_hvd_shape_str(const cg_hvd_wire_t *w, char *buf, size_t len);
-uint64_t cg_hvd_name_hash(const char *name);
 
 /* hvd_negotiate.c: one cycle's negotiation of the n_new requests of the
  * owned list starting at `first` (plus those a cache eviction sent back),

@@ -8,8 +8,8 @@
  * set's, allgather's first dimension), then hvd_queue.c's enqueue. The
  * *_wire checks are shared with grouped operations (hvd_group.c), which
  * route once for the whole group. Reducescatter's is in hvd_rscatter.c,
- * alltoall's in hvd_alltoall.c. Layer: core/engine; calls hvd_queue.c
- * and hvd_sets.c.
+ * alltoall's in hvd_alltoall.c. Layer: core/engine; calls hvd_check.c,
+ * hvd_queue.c and hvd_sets.c.
  */
 #include "core/base/error.h"
 #include "core/engine/hvd_core.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Reducescatter in the Horovod shim's core: its enqueue (checks beyond
- * hvd_queue.c's common ones) and its execution. Each rank keeps its rows
+ * hvd_check.c's common ones) and its execution. Each rank keeps its rows
  * of the reduced tensor (Horovod's split of the first dimension,
  * cg_hvd_reducescatter_rows). Ready reducescatters of one device, dtype,
  * op and scales whose inputs fit the agreed fusion capacity together are

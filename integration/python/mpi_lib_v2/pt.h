@@ -2,12 +2,18 @@
 /*
  * Internals of the CPython module mpi_lib_v2 (Horovod's binding module
  * name): torch tensors read through the Python API into cg_hvd_tensor_t
- * (pt_tensor.c), the handle table that keeps tensors alive until a handle
- * is cleared (pt_handles.c), the collective bindings (pt_ops.c,
- * reducescatter in pt_rscatter.c, grouped ones in pt_group.c, alltoall
- * in pt_alltoall.c), what
- * runs once an operation is done, and barrier (pt_finish.c), join
- * (pt_join.c) and collguard's extras (pt_extra.c).
+ * (pt_tensor.c), the numbering of unnamed ops (pt_names.c), the handle
+ * table that keeps tensors alive until a handle is cleared, with the
+ * explicit names in flight (pt_handles.c), what every enqueue shares
+ * (pt_enqueue.c), a gathered result into its output (pt_fill.c), the
+ * collective bindings (pt_ops.c, reducescatter in pt_rscatter.c, grouped
+ * ones in pt_group.c, alltoall in pt_alltoall.c), what runs once an
+ * operation is done, and barrier (pt_finish.c), join (pt_join.c) and
+ * collguard's extras (pt_extra.c). The files call only downward:
+ * pt_module.c over the bindings (pt_ops.c over pt_finish.c over
+ * pt_alltoall.c and pt_join.c; pt_group.c over pt_rscatter.c), which are
+ * over pt_fill.c and pt_enqueue.c; pt_enqueue.c over pt_handles.c over
+ * pt_names.c; pt_tensor.c at the bottom.
  * Every function here runs with the GIL held. Layer: integration; calls
  * include/collguard/hvd.h and libcollguard_hvd.so's exported functions.
  */
@@ -77,7 +83,17 @@ int pt_tensor_copy_from_host(PyObject *output, void *data, int64_t numel,
 extern PyObject *pt_str_resize, *pt_str_data_ptr, *pt_str_copy,
     *pt_str_div, *pt_str_floor_div, *pt_str_is_floating_point;
 
+/* pt_names.c: the numbers of unnamed ops, per process set and kind. */
+int pt_names_init(void);
+/* The next number of an unnamed op of kind prefix on process set psid,
+ * or -1 with an exception set. */
+long long pt_names_next(const char *prefix, int psid);
+/* A join of process set psid completed here: its unnamed ops are
+ * numbered from 0 again, on every rank alike (pt_join.c). */
+void pt_names_restart(int psid);
+
 /* pt_handles.c */
+int pt_handles_init(void);
 int pt_handles_new(pt_op_kind_t kind, pt_op_t **op_p);
 /* A group's n members (calloc'd; freed with the group). */
 int pt_handles_members(pt_op_t *op, int n);
@@ -89,22 +105,18 @@ void pt_handles_free(pt_op_t *op);
 void pt_handles_keep_layout(pt_op_t *op, const pt_tensor_t *d);
 void pt_handles_reset(void);
 void pt_handles_reap(void);
+int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
+                  char *full, size_t full_size);
+void pt_release_name(pt_op_t *op);
 
-/* pt_ops.c */
-int pt_ops_init(void);
+/* pt_enqueue.c */
 cg_hvd_core_h pt_core(void);
 /* The op runs on process set psid: t carries it to the engine (which
  * refuses an unknown id or a set this rank is not in: ValueError), and
  * an unnamed op is numbered among that set's (pt_claim_name). Call it
  * before pt_claim_name. */
 void pt_use_process_set(pt_op_t *op, cg_hvd_tensor_t *t, int psid);
-/* A join of process set psid completed here: its unnamed ops are
- * numbered from 0 again, on every rank alike (pt_join.c). */
-void pt_names_restart(int psid);
 int pt_raise_enqueue(cg_status_t st, const char *what);
-int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
-                  char *full, size_t full_size);
-void pt_release_name(pt_op_t *op);
 /* A name argument (bytes or str) as UTF-8, or NULL with TypeError. */
 const char *pt_name_arg(PyObject *name);
 /* Horovod's ReduceOp as the engine's op (*ok 0: an exception is set). */
@@ -117,6 +129,16 @@ int pt_prepare(PyObject *tensor, PyObject *output, pt_tensor_t *d,
 PyObject *pt_enqueued(pt_op_t *op, PyObject *tensor, PyObject *output);
 /* A failed enqueue: the handle removed and freed; returns NULL. */
 PyObject *pt_fail(pt_op_t *op);
+
+/* pt_fill.c */
+/* o.method(arg), its result dropped: 0, or -1 with an exception set. */
+int pt_call1(PyObject *o, PyObject *method, PyObject *arg);
+/* output.resize_(first, op->shape[1:]) filled from the host data (an
+ * allgather's or alltoall's result), for CPU and CUDA outputs. */
+int pt_fill_output(pt_op_t *op, PyObject *output, const void *data,
+                   int64_t first);
+
+/* pt_ops.c */
 PyObject *pt_allreduce(PyObject *self, PyObject *args);
 PyObject *pt_broadcast(PyObject *self, PyObject *args);
 PyObject *pt_allgather(PyObject *self, PyObject *args);
@@ -126,10 +148,6 @@ PyObject *pt_reset(PyObject *self, PyObject *args);
 
 /* pt_finish.c */
 int pt_finish(pt_op_t *op);
-/* output.resize_(first, op->shape[1:]) filled from the host data (an
- * allgather's or alltoall's result), for CPU and CUDA outputs. */
-int pt_fill_output(pt_op_t *op, PyObject *output, const void *data,
-                   int64_t first);
 PyObject *pt_barrier(PyObject *self, PyObject *args);
 
 /* pt_join.c */

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What mpi_lib_v2 does once the engine is done with an operation, on the
- * thread that polls or waits (with the GIL): an allgather's (and
- * alltoall's) output resized to the gathered shape and filled from the
- * engine's result, an allreduce divided by Horovod's divisor, each member
- * of a group; and barrier, which is a
+ * thread that polls or waits (with the GIL): an allgather's output
+ * resized to the gathered shape and filled from the engine's result
+ * (pt_fill.c, which alltoall's finish shares), an allreduce divided by
+ * Horovod's divisor, each member of a group, an alltoall's and a join's
+ * outputs (pt_alltoall.c, pt_join.c: this file is over both); and
+ * barrier, which is a
  * one-element allreduce: no rank gets past it before every rank entered
  * it. Layer: integration (mpi_lib_v2).
  */
@@ -12,14 +14,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-static int pt__call1(PyObject *o, PyObject *method, PyObject *arg)
-{
-    PyObject *r = PyObject_CallMethodOneArg(o, method, arg);
-
-    Py_XDECREF(r);
-    return (r == NULL) ? -1 : 0;
-}
 
 static int pt__finish_allgather(pt_op_t *op)
 {
@@ -36,48 +30,6 @@ static int pt__finish_allgather(pt_op_t *op)
     return pt_fill_output(op, op->keep[1], data, first);
 }
 
-int pt_fill_output(pt_op_t *op, PyObject *output, const void *data,
-                   int64_t first)
-{
-    PyObject *shape, *ptr;
-    int64_t numel;
-    size_t elem;
-    int rc;
-
-    shape = PyTuple_New(op->ndim);
-    if (shape == NULL)
-        return -1;
-    numel = first;
-    PyTuple_SET_ITEM(shape, 0, PyLong_FromLongLong(first));
-    for (int i = 1; i < op->ndim; i++) {
-        PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(op->shape[i]));
-        numel *= op->shape[i];
-    }
-    rc = pt__call1(output, pt_str_resize, shape);
-    Py_DECREF(shape);
-    if (rc != 0 || numel == 0)
-        return rc;
-    {
-        PyObject *es = PyObject_CallMethod(output, "element_size", NULL);
-
-        if (es == NULL)
-            return -1;
-        elem = PyLong_AsSize_t(es);
-        Py_DECREF(es);
-        if (elem == (size_t)-1 && PyErr_Occurred())
-            return -1;
-    }
-    if (op->is_cuda)
-        return pt_tensor_copy_from_host(output, (void *)(uintptr_t)data,
-                                        numel, elem, op->dtype);
-    ptr = PyObject_CallMethodNoArgs(output, pt_str_data_ptr);
-    if (ptr == NULL)
-        return -1;
-    memcpy(PyLong_AsVoidPtr(ptr), data, (size_t)numel * elem);
-    Py_DECREF(ptr);
-    return 0;
-}
-
 static int pt__finish_divide(pt_op_t *op)
 {
     PyObject *output = op->keep[1], *fp, *div;
@@ -91,7 +43,7 @@ static int pt__finish_divide(pt_op_t *op)
     div = PyLong_FromLong(op->divisor);
     if (div == NULL)
         return -1;
-    rc = pt__call1(output, is_fp ? pt_str_div : pt_str_floor_div, div);
+    rc = pt_call1(output, is_fp ? pt_str_div : pt_str_floor_div, div);
     Py_DECREF(div);
     return rc;
 }

@@ -2,14 +2,19 @@
 /*
  * The handle table of mpi_lib_v2: Horovod's integer handles (1, 2, ...
  * from the last reset) mapped to operations by an open-addressing table
- * (linear probing, backward-shift deletion). An operation owns references
+ * (linear probing, backward-shift deletion), and the explicit op names
+ * they hold in flight (an explicit name whose earlier operation the
+ * engine has not finished raises ValueError, as Horovod; unnamed ops are
+ * numbered by pt_names.c). An operation owns references
  * to its tensors, so they stay alive until the handle is cleared; reset
  * keeps operations the engine is still running on a list and frees them
  * once done, so a tensor is never freed under the engine. Only called with
- * the GIL held. Layer: integration (mpi_lib_v2).
+ * the GIL held. Of the module's files it calls pt_names.c alone.
+ * Layer: integration (mpi_lib_v2).
  */
 #include "integration/python/mpi_lib_v2/pt.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +25,15 @@ static struct {
     int last_handle;
     pt_op_t *running; /* cleared by reset, engine not done yet */
 } pt__h;
+
+/* Explicit op names in flight: (full name, process set) -> handle. */
+static PyObject *pt__inflight;
+
+int pt_handles_init(void)
+{
+    pt__inflight = PyDict_New();
+    return pt__inflight == NULL ? -1 : 0;
+}
 
 static size_t pt__slot(int handle)
 {
@@ -110,6 +124,78 @@ void pt_handles_remove(pt_op_t *op)
             i = j;
         }
     }
+}
+
+/* Names op "<prefix>.<name>", or "<prefix>.noname.<n>" when name is
+ * empty (Horovod's form; n counts the unnamed ops of that kind on op's
+ * process set, see pt_names_next); an explicit name whose earlier
+ * operation the engine has not finished raises ValueError, as Horovod. */
+int pt_claim_name(pt_op_t *op, const char *prefix, const char *name,
+                  char *full, size_t full_size)
+{
+    PyObject *key, *prev, *h;
+    int n;
+
+    if (name[0] == '\0') {
+        long long k = pt_names_next(prefix, op->psid);
+
+        if (k < 0)
+            return -1;
+        n = snprintf(full, full_size, "%s.noname.%lld", prefix, k);
+        return (n < 0 || (size_t)n >= full_size) ? -1 : 0;
+    }
+    n = snprintf(full, full_size, "%s.%s", prefix, name);
+    if (n < 0 || (size_t)n >= full_size) {
+        PyErr_Format(PyExc_ValueError, "collguard: tensor name '%s' is "
+                     "longer than %d bytes", name, CG_HVD_NAME_MAX - 1);
+        return -1;
+    }
+    /* Names are per process set: each set negotiates its own. */
+    key = Py_BuildValue("(si)", full, op->psid);
+    if (key == NULL)
+        return -1;
+    prev = PyDict_GetItemWithError(pt__inflight, key);
+    if (prev != NULL) {
+        pt_op_t *other = pt_handles_find((int)PyLong_AsLong(prev));
+
+        if (other != NULL && other->req != NULL && !cg_hvd_poll(other->req)) {
+            PyErr_Format(PyExc_ValueError,
+                         "collguard: a tensor named '%s' is already in "
+                         "flight (handle %d); names of concurrent "
+                         "operations must be unique", full, other->handle);
+            Py_DECREF(key);
+            return -1;
+        }
+        if (other != NULL)
+            Py_CLEAR(other->name_key);
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    h = PyLong_FromLong(op->handle);
+    if (h == NULL || PyDict_SetItem(pt__inflight, key, h) != 0) {
+        Py_XDECREF(h);
+        Py_DECREF(key);
+        return -1;
+    }
+    Py_DECREF(h);
+    op->name_key = key;
+    return 0;
+}
+
+void pt_release_name(pt_op_t *op)
+{
+    PyObject *cur, *exc_type, *exc_val, *exc_tb;
+
+    if (op->name_key == NULL)
+        return;
+    PyErr_Fetch(&exc_type, &exc_val, &exc_tb);
+    cur = PyDict_GetItemWithError(pt__inflight, op->name_key);
+    if (cur != NULL && PyLong_AsLong(cur) == op->handle)
+        (void)PyDict_DelItem(pt__inflight, op->name_key);
+    PyErr_Clear();
+    PyErr_Restore(exc_type, exc_val, exc_tb);
+    Py_CLEAR(op->name_key);
 }
 
 int pt_handles_members(pt_op_t *op, int n)

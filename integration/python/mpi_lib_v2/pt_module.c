@@ -63,7 +63,8 @@ static struct PyModuleDef pt__module = {
 
 PyMODINIT_FUNC PyInit_mpi_lib_v2(void)
 {
-    if (pt_tensor_init_types() != 0 || pt_ops_init() != 0)
+    if (pt_tensor_init_types() != 0 || pt_names_init() != 0 ||
+        pt_handles_init() != 0)
         return NULL;
     return PyModule_Create(&pt__module);
 }
