@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The NCCL plugin harnesses' soft checks (np_harness.c, np_flood.c,
- * tn_harness.c): a failed CHECK prints the process's role (g_who), the
- * place and the condition and marks the run failed (g_fail), and the run
- * goes on to the next check; OK(e) checks that a plugin call returned
- * ncclSuccess. Each harness is one program: the state is its own.
+ * The NCCL plugin harnesses' soft checks (np_harness*.c, np_flood*.c,
+ * np_regbudget.c, tn_harness.c): a failed CHECK prints the process's role
+ * (g_who), the place and the condition and marks the run failed (g_fail),
+ * and the run goes on to the next check; OK(e) checks that a plugin call
+ * returned ncclSuccess. Each harness is one program: the state is its own,
+ * defined once in harness_check.c, which every harness links (the files
+ * of np_harness and of np_flood share it).
  */
 #ifndef CG_TESTS_PLUGIN_NCCL_HARNESS_CHECK_H
 #define CG_TESTS_PLUGIN_NCCL_HARNESS_CHECK_H
 
 #include <stdio.h>
 
-static int g_fail;
-static const char *g_who = "?";
+extern int g_fail;
+extern const char *g_who;
 
 #define CHECK(c)                                                             \
     do {                                                                     \

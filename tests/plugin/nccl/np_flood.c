@@ -18,54 +18,22 @@
  * after, bounded during and released once the idle connections time out
  * or close. Prints FLOOD lines with the figures. Exit 0 when every check
  * held.
+ * The stranger is np_flood_stranger.c, the genuine peer np_flood_peer.c;
+ * this file is the victim: its log, its measurements, its checks.
  */
-#include <arpa/inet.h>
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <malloc.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "harness_check.h"
-#include "np_drv.h"
-
-#define H NCCL_NET_HANDLE_MAXSIZE
-#define FLOOD 1000
-#define CONNECT_BOUND_MS 2000
-#define MSG 4096
-#define TPH 24 /* the transport's handle in the plugin's (np_impl.h) */
-
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void xfer(int fd, void *buf, size_t n, int out)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t k = out ? write(fd, (char *)buf + done, n - done)
-                        : read(fd, (char *)buf + done, n - done);
-        if (k <= 0) {
-            fprintf(stderr, "[%s] control pipe broke\n", g_who);
-            exit(2);
-        }
-        done += (size_t)k;
-    }
-}
+#include "np_flood.h"
 
 /* ---- measurements of this process ---- */
 
@@ -140,248 +108,8 @@ static void log_sink(int level, const char *line)
         printf("  log: %s\n", line);
 }
 
-/* ---- the stranger ---- */
-
-enum { P_GARBAGE, P_COOKIE, P_TRUNC, P_OVERSIZED, NPROBES };
 static const char *const probe_name[NPROBES] = {
     "garbage", "wrong-cookie", "truncated-header", "oversized-length"};
-
-/* Round 0 before the flood (their reasons fit in the log's burst), round
- * 1 once the flood is up (refused even while every slot is taken). */
-typedef struct probe {
-    int fd;
-    int64_t sent;
-    int64_t closed_ms;       /* after it was sent; -1: never, -2: no send */
-    int answered;            /* bytes the listener sent back */
-} probe_t;
-
-typedef struct report {
-    int opened;              /* flood connections established */
-    probe_t pr[2][NPROBES];
-} report_t;
-
-static void put_hdr(uint8_t *b, uint16_t kind, uint64_t cookie,
-                    uint32_t payload_len)
-{
-    memset(b, 0, 32);
-    memcpy(b, "CGHS", 4);
-    b[4] = 1;                          /* version */
-    b[6] = (uint8_t)kind;
-    for (int i = 0; i < 8; i++)
-        b[8 + i] = (uint8_t)(cookie >> (8 * i));
-    b[22] = 1;                         /* nsocks */
-    b[24] = 7;                         /* conn_id */
-    for (int i = 0; i < 4; i++)
-        b[28 + i] = (uint8_t)(payload_len >> (8 * i));
-}
-
-static int dial(const struct sockaddr_in *sa, int nonblock)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) != 0 &&
-        errno != EINPROGRESS) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static void probe_send(const struct sockaddr_in *sa, uint16_t kind, int i,
-                       probe_t *pr)
-{
-    uint8_t data[512];
-    size_t len;
-
-    pr->fd = dial(sa, 0);
-    switch (i) {
-    case P_GARBAGE:
-        for (size_t k = 0; k < sizeof(data); k++)
-            data[k] = (uint8_t)(k * 131 + 7);
-        len = sizeof(data);
-        break;
-    case P_COOKIE:
-        put_hdr(data, kind, 0x1234567890abcdefull, 0);
-        len = 32;
-        break;
-    case P_TRUNC:
-        put_hdr(data, kind, 0, 0);
-        len = 13;
-        break;
-    default:
-        put_hdr(data, kind, 0, 0xfffffff0u);
-        len = 32;
-    }
-    pr->sent = now_ms();
-    pr->closed_ms = -1;
-    if (pr->fd < 0 ||
-        send(pr->fd, data, len, MSG_NOSIGNAL) != (ssize_t)len)
-        pr->closed_ms = -2;
-}
-
-/* Waits until the listener closes the probe's socket (EOF or reset). */
-static void probe_wait(probe_t *pr, int limit_ms)
-{
-    char buf[256];
-
-    while (pr->closed_ms == -1 && now_ms() - pr->sent < limit_ms) {
-        struct pollfd p = {pr->fd, POLLIN, 0};
-        if (poll(&p, 1, 50) <= 0)
-            continue;
-        ssize_t k = recv(pr->fd, buf, sizeof(buf), MSG_DONTWAIT);
-        if (k > 0)
-            pr->answered += (int)k;
-        else if (k == 0 || (errno != EAGAIN && errno != EINTR))
-            pr->closed_ms = now_ms() - pr->sent;
-    }
-}
-
-static void stranger(int ctl, int ucx, int timeout_ms)
-{
-    static int held[FLOOD];
-    static struct pollfd p[FLOOD];
-    unsigned char h[H];
-    const uint8_t *pk = h + TPH + 4; /* packed: family, 0, port, address */
-    struct sockaddr_in sa;
-    report_t r;
-    uint16_t kind = ucx ? 2 : 1;   /* the listener's own handshake kind */
-    char c;
-
-    g_who = "stranger";
-    memset(&r, 0, sizeof(r));
-    xfer(ctl, h, H, 0);
-    if (pk[0] != 4) {
-        fprintf(stderr, "[stranger] not an IPv4 listen address\n");
-        exit(2);
-    }
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)(pk[2] << 8 | pk[3]));
-    memcpy(&sa.sin_addr, pk + 4, 4);
-
-    for (int i = 0; i < NPROBES; i++)
-        probe_send(&sa, kind, i, &r.pr[0][i]);
-    for (int i = 0; i < NPROBES; i++)
-        if (i != P_TRUNC)
-            probe_wait(&r.pr[0][i], 2000);
-    for (int i = 0; i < FLOOD; i++)
-        held[i] = dial(&sa, 1);
-    /* Established within 1.5 s (the rest retry their SYN in the kernel). */
-    for (int64_t t0 = now_ms(); now_ms() - t0 < 1500;) {
-        int n = 0;
-        for (int i = 0; i < FLOOD; i++)
-            p[i] = (struct pollfd){held[i], POLLOUT, 0};
-        if (poll(p, FLOOD, 100) < 0)
-            break;
-        for (int i = 0; i < FLOOD; i++)
-            n += (p[i].revents & POLLOUT) != 0;
-        r.opened = n;
-        if (n == FLOOD)
-            break;
-    }
-    for (int i = 0; i < NPROBES; i++)
-        probe_send(&sa, kind, i, &r.pr[1][i]);
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < NPROBES; i++)
-            if (i != P_TRUNC)
-                probe_wait(&r.pr[k][i], 2000);
-    xfer(ctl, &r, sizeof(r), 1); /* the genuine peer connects now */
-    for (int k = 0; k < 2; k++)
-        probe_wait(&r.pr[k][P_TRUNC], timeout_ms + 2000);
-    xfer(ctl, &r, sizeof(r), 1);
-    xfer(ctl, &c, 1, 0);          /* hold the flood until told */
-    for (int i = 0; i < FLOOD; i++)
-        if (held[i] >= 0)
-            close(held[i]);
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < NPROBES; i++)
-            if (r.pr[k][i].fd >= 0)
-                close(r.pr[k][i].fd);
-    xfer(ctl, &c, 1, 1);
-    exit(0);
-}
-
-/* ---- the genuine peer ---- */
-
-static void *connect_poll(np_drv_t *d, unsigned char *h)
-{
-    void *sc = NULL;
-    for (int64_t t0 = now_ms(); sc == NULL && now_ms() - t0 < 20000;) {
-        if (np_connect(d, 0, h, &sc) != ncclSuccess)
-            return NULL;
-        if (sc == NULL)
-            usleep(100);
-    }
-    return sc;
-}
-
-static ncclResult_t wait_req(np_drv_t *d, void *req, int *size)
-{
-    int done = 0;
-    ncclResult_t r;
-    for (int64_t t0 = now_ms(); now_ms() - t0 < 20000;) {
-        r = np_test(d, req, &done, size);
-        if (r != ncclSuccess || done)
-            return r;
-    }
-    return ncclInternalError;
-}
-
-static void send_msg(np_drv_t *d, void *sc, char *buf, int seed)
-{
-    void *mh = NULL, *req = NULL;
-    int got = -1;
-
-    for (int i = 0; i < MSG; i++)
-        buf[i] = (char)(seed + i);
-    OK(np_reg(d, sc, buf, MSG, &mh));
-    OK(np_isend(d, sc, buf, MSG, seed, mh, &req));
-    CHECK(req != NULL);
-    if (req != NULL)
-        OK(wait_req(d, req, &got));
-    OK(np_dereg(d, sc, mh));
-}
-
-static void peer(int ctl, const char *lib)
-{
-    unsigned char h[H], h2[H];
-    static char buf[MSG];
-    void *sc1, *sc2;
-    np_drv_t d;
-    int64_t ms;
-    char c;
-
-    g_who = "peer";
-    if (np_drv_open(&d, lib, 11) != 0)
-        exit(2);
-    OK(np_init(&d));
-    xfer(ctl, h, H, 0);
-    memcpy(h2, h, H);
-    sc1 = connect_poll(&d, h);    /* before the flood */
-    CHECK(sc1 != NULL);
-    if (sc1 != NULL)
-        send_msg(&d, sc1, buf, 1);
-    xfer(ctl, &c, 1, 1);
-    xfer(ctl, &c, 1, 0);          /* the flood is up */
-    ms = now_ms();
-    sc2 = connect_poll(&d, h2);
-    ms = now_ms() - ms;
-    CHECK(sc2 != NULL);
-    if (sc2 != NULL)
-        send_msg(&d, sc2, buf, 2);
-    if (sc1 != NULL)
-        send_msg(&d, sc1, buf, 3); /* the old comm still works */
-    xfer(ctl, &ms, sizeof(ms), 1);
-    xfer(ctl, &c, 1, 0);
-    if (sc1 != NULL)
-        OK(np_close_send(&d, sc1));
-    if (sc2 != NULL)
-        OK(np_close_send(&d, sc2));
-    OK(np_finalize(&d));
-    np_drv_close(&d);
-    exit(g_fail);
-}
 
 /* ---- the victim ---- */
 
