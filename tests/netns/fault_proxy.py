@@ -8,7 +8,10 @@ MARK so the rule lets it pass). Options: --delay-ms holds every chunk that
 long in each direction (order kept), --rate caps each direction's bytes
 per second, --cut-after resets both sides once a connection has carried
 that many bytes (both directions counted; the bytes up to the cut are
-delivered). Prints "PROXY <event> t=<CLOCK_MONOTONIC ns> ..." lines.
+delivered); with --stall-ms the proxy first stops reading both sides for
+that long, so that senders' socket buffers fill and their sends stay half
+written when the reset comes (the receive buffers of the proxy's sockets
+are then kept small: 64 KiB). Prints "PROXY <event> t=<CLOCK_MONOTONIC ns> ..." lines.
 """
 import argparse
 import collections
@@ -43,6 +46,7 @@ class Conn:
         self.opts, self.down, self.up, self.dst = opts, down, up, dst
         self.lock = threading.Lock()
         self.carried, self.dead = 0, False
+        self.stalled = threading.Event()
 
     def take(self, n):
         """How many of n bytes may still pass before the cut."""
@@ -69,6 +73,8 @@ class Conn:
                                   daemon=True)
         writer.start()
         while True:
+            while self.stalled.is_set() and not self.dead:
+                time.sleep(0.005)   # not reading: the sender's buffer fills
             try:
                 data = src.recv(65536)
             except OSError:
@@ -109,12 +115,17 @@ class Conn:
                 return self.kill("send failed")
             if n < len(data) or (self.opts.cut_after and
                                  self.carried >= self.opts.cut_after):
+                if self.opts.stall_ms:
+                    self.stalled.set()
+                    time.sleep(self.opts.stall_ms / 1000.0)
                 return self.kill("cut-after %d" % self.opts.cut_after)
 
 
 def serve(opts):
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if opts.stall_ms:   # accepted sockets inherit it
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
     lsock.bind(("0.0.0.0", opts.port))
     lsock.listen(1024)
     say("listening port %d", opts.port)
@@ -128,6 +139,8 @@ def serve(opts):
             continue
         up = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         up.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, MARK)
+        if opts.stall_ms:
+            up.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         try:
             up.connect((socket.inet_ntoa(ip), port))
         except OSError as e:
@@ -148,6 +161,7 @@ def main():
     ap.add_argument("--delay-ms", type=float, default=0)
     ap.add_argument("--rate", type=float, default=0)
     ap.add_argument("--cut-after", type=int, default=0)
+    ap.add_argument("--stall-ms", type=float, default=0)
     serve(ap.parse_args())
 
 

@@ -3,12 +3,26 @@
 
 Every case prints one row: detected?, time to error on every rank, results
 exact?, anything leaked?; a failed check adds a FAIL line and the ranks'
-last log lines. exit_code() turns the rows into the test's exit status.
+last log lines, a rank that UCX's known TCP abort killed a KNOWN line (it
+does not fail the case). exit_code() turns the rows into the test's exit
+status.
 """
 import re
 import sys
 
 FAILS = []
+KNOWN = []
+
+# UCX's TCP transport (1.13 here, unchanged through its master of 2026)
+# completes a half-sent zero-copy send twice when the connection breaks
+# under it: uct_tcp_ep_sendv's error path purges the endpoint, which
+# completes the send, then completes it again. UCX builds with assertions
+# (Debian's) abort there. A rank that died of exactly that, in TCP's
+# progress, is reported as KNOWN, not as collguard's failure; see
+# docs/fault-tolerance.md.
+UCX_TCP_DOUBLE_COMPLETION = (
+    r"uct_iface\.h:\d+ +Assertion `comp->count > 0' failed: .* count=0 "
+    r"status=-80\b")
 
 
 def row(case, transport, detected, times, exact, leaks):
@@ -22,6 +36,18 @@ def fail(case, why, job=None):
     print("FAIL %s: %s" % (case, why), flush=True)
     if job is not None:
         print(job.log_tail(), flush=True)
+
+
+def ucx_known_abort(transport, r):
+    """Rank r died of UCX TCP's double completion (see above)."""
+    return (transport == "ucx" and bool(r.grep(UCX_TCP_DOUBLE_COMPLETION))
+            and bool(r.grep(r"uct_tcp_iface_progress")))
+
+
+def known(case, why, job):
+    KNOWN.append(case)
+    print("KNOWN %s: %s" % (case, why), flush=True)
+    print(job.log_tail(), flush=True)
 
 
 def names_rank(text, rank):
@@ -42,6 +68,11 @@ def expect_failure(case, transport, job, t0_ns, limit_s, culprit,
     times, ok = [], True
     for r in survivors:
         e = r.event("error")
+        if e is None and ucx_known_abort(transport, r):
+            times.append("r%d:ucx-abort" % r.rank)
+            known(case, "rank %d died in UCX's TCP double completion, not "
+                  "in collguard" % r.rank, job)
+            continue
         if e is None:
             times.append("r%d:none" % r.rank)
             fail(case, "rank %d reported no error" % r.rank, job)
@@ -85,6 +116,9 @@ def expect_success(case, transport, job, limit_s, extra=""):
 
 
 def exit_code():
+    if KNOWN:
+        print("%d case(s) met UCX's known TCP abort: %s"
+              % (len(KNOWN), ", ".join(KNOWN)))
     if FAILS:
         print("%d case(s) failed: %s" % (len(FAILS), ", ".join(FAILS)))
         return 1
