@@ -16,8 +16,8 @@ AUTO_KEYS = ("gpu_backend", "nccl_estimate_bytes", "nccl_budget_bytes",
 
 
 class Ballast:
-    """Device memory held so that only `leave` bytes stay free; grow()
-    takes more. One tensor per call (a cudaMalloc each through torch's
+    """Device memory held so that leave(F) leaves F bytes free; take()
+    holds more. One tensor per call (a cudaMalloc each through torch's
     allocator, with its cache emptied first, so the free figure is the
     driver's)."""
 
