@@ -26,6 +26,17 @@ def timed_steps(stepper, grads, n, dev, k0=0):
     return ts
 
 
+def final_figures(out, dev, hvd):
+    """A finished case's memory figures: torch's peak on a GPU, and
+    collguard's snapshot, core stats and AUTO's choice where it ran."""
+    if dev.type == "cuda":
+        out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
+    if hvd is not None:
+        out["collguard"] = snapshot(hvd)
+        out["collguard_stats"] = hvd.core_stats()
+        out["auto"] = auto_stats(hvd)
+
+
 def trimmed_mean(xs, cut=0.1):
     """The mean of the middle 80%: the step time is bimodal (a step's last
     tensors make the cycle they land in or wait one more, 1 ms apart), so
@@ -149,12 +160,7 @@ def run_ballast_first(args, out, dev, dtype, hvd, stepper):
     check_result(args, out, dev, dtype, stepper, grads, refs, c)
     out["completed"] = True
     out["phase"] = "done"
-    if dev.type == "cuda":
-        out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
-    if hvd is not None:
-        out["collguard"] = snapshot(hvd)
-        out["collguard_stats"] = hvd.core_stats()
-        out["auto"] = auto_stats(hvd)
+    final_figures(out, dev, hvd)
     return out
 
 
@@ -326,12 +332,7 @@ def run(args, out):
         times[1:] if len(times) > 1 else times) * 1e3
     out["first_step_ms"] = times[0] * 1e3
     check_result(args, out, dev, dtype, stepper, grads, refs, c)
-    if dev.type == "cuda":
-        out["torch_peak_allocated"] = torch.cuda.max_memory_allocated(dev)
-    if hvd is not None:
-        out["collguard"] = snapshot(hvd)
-        out["collguard_stats"] = hvd.core_stats()
-        out["auto"] = auto_stats(hvd)
-        if args.mode == "grow":
-            out["trace"] = trace
+    final_figures(out, dev, hvd)
+    if hvd is not None and args.mode == "grow":
+        out["trace"] = trace
     return out

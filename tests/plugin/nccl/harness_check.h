@@ -6,11 +6,13 @@
  * and the run goes on to the next check; OK(e) checks that a plugin call
  * returned ncclSuccess. Each harness is one program: the state is its own,
  * defined once in harness_check.c, which every harness links (the files
- * of np_harness and of np_flood share it).
+ * of np_harness and of np_flood share it). xfer moves bytes through a pipe
+ * between two processes of a harness.
  */
 #ifndef CG_TESTS_PLUGIN_NCCL_HARNESS_CHECK_H
 #define CG_TESTS_PLUGIN_NCCL_HARNESS_CHECK_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 extern int g_fail;
@@ -25,5 +27,9 @@ extern const char *g_who;
         }                                                                    \
     } while (0)
 #define OK(e) CHECK((e) == ncclSuccess)
+
+/* Writes (out) or reads n bytes of buf through fd, all of them; a broken
+ * pipe ends the process (exit 2) naming its role. */
+void xfer(int fd, void *buf, size_t n, int out);
 
 #endif

@@ -40,7 +40,6 @@ typedef struct report {
 /* np_flood_util.c */
 int64_t now_ms(void);
 /* Writes (out) or reads n bytes of a control pipe; exits 2 when it broke. */
-void xfer(int fd, void *buf, size_t n, int out);
 
 /* np_flood_stranger.c: the stranger's process, on control pipe ctl (the
  * listen handle in, its report out); exits. */

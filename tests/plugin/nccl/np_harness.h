@@ -31,7 +31,6 @@ void watchdog_arm(void);
 void phase(const char *name);
 /* Writes (out) or reads n bytes of the bootstrap pipe fd; exits 2 when it
  * broke. */
-void xfer(int fd, void *buf, size_t n, int out);
 /* Polls one request to completion. */
 ncclResult_t wait_req(np_drv_t *d, void *req, int *sizes);
 /* Connect on one side, accept on the other, each polled. */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * np_harness's plumbing (np_harness.c): the per-phase watchdog (SIGALRM
- * when this process overruns its phase, SIGTERM when its parent did), the
- * bootstrap pipe the handles cross, and polling a request, a connect or
- * an accept to its end.
+ * when this process overruns its phase, SIGTERM when its parent did) and
+ * polling a request, a connect or an accept to its end. The bootstrap
+ * pipe the handles cross goes through xfer (harness_check.c).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -54,20 +54,6 @@ void phase(const char *name)
 {
     g_phase = name;
     alarm(g_phase_s);
-}
-
-void xfer(int fd, void *buf, size_t n, int out)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t k = out ? write(fd, (char *)buf + done, n - done)
-                        : read(fd, (char *)buf + done, n - done);
-        if (k <= 0) {
-            fprintf(stderr, "[%s] bootstrap pipe broke\n", g_who);
-            exit(2);
-        }
-        done += (size_t)k;
-    }
 }
 
 ncclResult_t wait_req(np_drv_t *d, void *req, int *sizes)
